@@ -1,0 +1,31 @@
+# Two commands do everything on a fresh machine: `make serve` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: serve test bench lint venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+serve: venv
+	$(BIN)/lakelog serve --listen 127.0.0.1:9092 --data-dir ./lakelog-data
+
+test: venv
+	bash scripts/run-tests.sh
+
+bench: venv
+	$(BIN)/python bench/produce_consume.py
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+clean:
+	rm -rf $(VENV) lakelog-data .pytest_cache .ruff_cache

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the system tools tests need, starts the servers they use, runs the whole suite,
+# and stops what it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+
+need_apt=()
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+workdir=$(mktemp -d /tmp/lakelog-test.XXXXXX)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+
+# moto's S3 server over HTTP on loopback, for the s3:// storage tests.
+moto_port=$($BIN/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+$BIN/python scripts/moto_server.py 127.0.0.1 "$moto_port" >"$workdir/moto.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do
+  if $BIN/python -c "import socket; socket.create_connection(('127.0.0.1', $moto_port), 0.2)" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+export LAKELOG_TEST_S3_ENDPOINT="http://127.0.0.1:$moto_port"
+
+$BIN/ruff check src tests bench
+$BIN/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,3 @@
+from lakelog.cli import main
+
+main()

@@ -1,0 +1,334 @@
+"""A small Kafka admin client on kio and asyncio streams, for `lakelog topics`.
+
+It speaks to any Kafka-protocol broker (Lakelog or Apache Kafka): ApiVersions first, then
+each request at the highest version both sides know. One connection, one request at a time:
+enough for a command-line tool, with no dependency on a Kafka client library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import io
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+from uuid import UUID
+
+from kio.index import load_payload_module, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from lakelog.api.context import build
+from lakelog.config import split_host_port
+from lakelog.errors import ErrorCode
+
+API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 18, 3, 19, 20, 32
+CREATE_PARTITIONS = 37
+TOPIC_RESOURCE = 2
+# The versions this client can build: (min, max) per API key.
+CLIENT_VERSIONS = {
+    METADATA: (1, 12),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 6),
+    DESCRIBE_CONFIGS: (1, 4),
+    CREATE_PARTITIONS: (0, 3),
+}
+API_VERSIONS_REQUEST_VERSION = 3
+_HEADER = struct.Struct(">hhi")
+
+
+class KafkaError(Exception):
+    """A request answered with a Kafka error code."""
+
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(f"{error.name.upper()}: {message}" if message else error.name.upper())
+        self.error = error
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: UUID | None
+    partitions: tuple[PartitionDescription, ...]
+    is_internal: bool = False
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigValue:
+    name: str
+    value: str | None
+    source: int
+    """Kafka's ConfigSource: 1 = set on the topic, 4/5 = broker setting or default."""
+    read_only: bool
+
+    @property
+    def is_topic_override(self) -> bool:
+        return self.source == 1
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    name: str
+    topic_id: UUID | None
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def _ms(ms: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=ms)
+
+
+def _module(api_key: int, version: int, kind: EntityType) -> ModuleType:
+    return load_payload_module(api_key, version, kind)
+
+
+def _skip_tagged_fields(data: bytes, pos: int) -> int:
+    def uvarint(pos: int) -> tuple[int, int]:
+        result = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result, pos
+            shift += 7
+
+    count, pos = uvarint(pos)
+    for _ in range(count):
+        _tag, pos = uvarint(pos)
+        size, pos = uvarint(pos)
+        pos += size
+    return pos
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str,
+                   request: Any) -> bytes:
+    """A whole request frame: size, header v1 (or v2 for flexible versions), body."""
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    out.write(_HEADER.pack(api_key, version, correlation_id))
+    raw_id = client_id.encode()
+    out.write(len(raw_id).to_bytes(2, "big") + raw_id)
+    if type(request).__flexible__:
+        out.write(b"\0")
+    entity_writer(type(request))(out, request)
+    data = out.getbuffer()
+    struct.pack_into(">i", data, 0, len(data) - 4)
+    del data
+    return out.getvalue()
+
+
+class AdminClient:
+    """Connect with `await AdminClient.connect("host:port")`; close with `await close()`."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 client_id: str, timeout: float) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._client_id = client_id
+        self._timeout = timeout
+        self._correlation_id = 0
+        self._versions: dict[int, tuple[int, int]] = {}
+
+    @classmethod
+    async def connect(cls, bootstrap: str, client_id: str = "lakelog-admin",
+                      timeout: float = 30.0) -> AdminClient:
+        host, port = split_host_port(bootstrap.split(",")[0].strip())
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        client = cls(reader, writer, client_id, timeout)
+        try:
+            await client._negotiate()
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---------------------------------------------------------------- transport
+
+    async def _roundtrip(self, api_key: int, version: int, request: Any,
+                         response_version: int | None = None) -> Any:
+        self._correlation_id += 1
+        correlation_id = self._correlation_id
+        self._writer.write(encode_request(api_key, version, correlation_id, self._client_id,
+                                          request))
+        await self._writer.drain()
+        size = int.from_bytes(await asyncio.wait_for(self._reader.readexactly(4),
+                                                     self._timeout), "big")
+        data = await asyncio.wait_for(self._reader.readexactly(size), self._timeout)
+        if int.from_bytes(data[:4], "big", signed=True) != correlation_id:
+            raise ConnectionError("response correlation id does not match the request")
+        response_version = version if response_version is None else response_version
+        cls = load_response_schema(api_key, response_version)
+        pos = 4
+        if cls.__flexible__ and api_key != API_VERSIONS:
+            pos = _skip_tagged_fields(data, pos)
+        response, _ = entity_reader(cls)(data, pos)
+        return response
+
+    async def _negotiate(self) -> None:
+        m = _module(API_VERSIONS, API_VERSIONS_REQUEST_VERSION, EntityType.request)
+        request = m.ApiVersionsRequest(client_software_name="lakelog-admin",
+                                       client_software_version="1")
+        try:
+            response = await self._roundtrip(API_VERSIONS, API_VERSIONS_REQUEST_VERSION,
+                                             request)
+        except Exception:  # an old broker's v0 answer does not parse as v3
+            response = None
+        if response is None or response.error_code != ErrorCode.none:
+            # KIP-511: an older broker answers in v0; ask again in v0.
+            request = _module(API_VERSIONS, 0, EntityType.request).ApiVersionsRequest()
+            response = await self._roundtrip(API_VERSIONS, 0, request)
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(response.error_code, "ApiVersions failed")
+        self._versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
+                          for k in response.api_keys}
+
+    def version_for(self, api_key: int) -> int:
+        """The highest version both this client and the broker support."""
+        ours = CLIENT_VERSIONS[api_key]
+        theirs = self._versions.get(api_key)
+        if theirs is None:
+            raise KafkaError(ErrorCode.unsupported_version, f"broker lacks API {api_key}")
+        low, high = max(ours[0], theirs[0]), min(ours[1], theirs[1])
+        if low > high:
+            raise KafkaError(ErrorCode.unsupported_version,
+                             f"no common version for API {api_key}")
+        return high
+
+    async def _call(self, api_key: int,
+                    build_request: Callable[[ModuleType, int], Any]) -> tuple[Any, int]:
+        version = self.version_for(api_key)
+        m = _module(api_key, version, EntityType.request)
+        return await self._roundtrip(api_key, version, build_request(m, version)), version
+
+    # ---------------------------------------------------------------- operations
+
+    async def create_topic(
+        self, name: str, partitions: int = -1, replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None, validate_only: bool = False,
+    ) -> CreatedTopic:
+        def make(m: ModuleType, _version: int) -> Any:
+            topic = m.CreatableTopic(
+                name=name, num_partitions=partitions, replication_factor=replication_factor,
+                assignments=(),
+                configs=tuple(m.CreatableTopicConfig(name=k, value=v)
+                              for k, v in (configs or {}).items()),
+            )
+            return build(m.CreateTopicsRequest, topics=(topic,), timeout=_ms(30_000),
+                         validate_only=validate_only)
+
+        response, _ = await self._call(CREATE_TOPICS, make)
+        [result] = response.topics
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
+        returned = getattr(result, "configs", None) or ()
+        return CreatedTopic(
+            name=result.name,
+            topic_id=getattr(result, "topic_id", None),
+            num_partitions=int(getattr(result, "num_partitions", partitions)),
+            replication_factor=int(getattr(result, "replication_factor", replication_factor)),
+            configs={c.name: c.value for c in returned if c.value is not None},
+        )
+
+    async def delete_topic(self, name: str) -> None:
+        def make(m: ModuleType, version: int) -> Any:
+            if version >= 6:
+                topics = (m.DeleteTopicState(name=name, topic_id=None),)
+                return m.DeleteTopicsRequest(topics=topics, timeout=_ms(30_000))
+            return m.DeleteTopicsRequest(topic_names=(name,), timeout=_ms(30_000))
+
+        response, _ = await self._call(DELETE_TOPICS, make)
+        [result] = response.responses
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, getattr(result, "error_message", None))
+
+    async def create_partitions(self, name: str, total: int) -> None:
+        def make(m: ModuleType, _version: int) -> Any:
+            topic = m.CreatePartitionsTopic(name=name, count=total, assignments=None)
+            return m.CreatePartitionsRequest(topics=(topic,), timeout=_ms(30_000),
+                                             validate_only=False)
+
+        response, _ = await self._call(CREATE_PARTITIONS, make)
+        [result] = response.results
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
+
+    async def describe_topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
+        """Topics from Metadata (all of them with None), sorted by name; a missing named
+        topic raises UNKNOWN_TOPIC_OR_PARTITION."""
+
+        def make(m: ModuleType, version: int) -> Any:
+            topics = None
+            if names is not None:
+                topics = tuple(build(m.MetadataRequestTopic, name=n, topic_id=None)
+                               for n in names)
+            return build(m.MetadataRequest, topics=topics, allow_auto_topic_creation=False,
+                         include_cluster_authorized_operations=False,
+                         include_topic_authorized_operations=False)
+
+        response, _ = await self._call(METADATA, make)
+        described = []
+        for topic in response.topics:
+            if topic.error_code != ErrorCode.none:
+                raise KafkaError(topic.error_code, f"topic {topic.name}")
+            partitions = tuple(sorted(
+                (PartitionDescription(int(p.partition_index), int(p.leader_id),
+                                      tuple(int(r) for r in p.replica_nodes),
+                                      tuple(int(r) for r in p.isr_nodes))
+                 for p in topic.partitions),
+                key=lambda p: p.partition,
+            ))
+            topic_id = getattr(topic, "topic_id", None)
+            described.append(TopicDescription(
+                name=topic.name,
+                topic_id=topic_id if topic_id is not None and topic_id.int else None,
+                partitions=partitions,
+                is_internal=bool(topic.is_internal),
+            ))
+        return sorted(described, key=lambda t: t.name)
+
+    async def list_topics(self) -> list[str]:
+        return [t.name for t in await self.describe_topics(None)]
+
+    async def describe_topic_configs(self, name: str) -> list[ConfigValue]:
+        def make(m: ModuleType, _version: int) -> Any:
+            resource = m.DescribeConfigsResource(resource_type=TOPIC_RESOURCE,
+                                                 resource_name=name, configuration_keys=None)
+            return build(m.DescribeConfigsRequest, resources=(resource,),
+                         include_synonyms=False, include_documentation=False)
+
+        response, _ = await self._call(DESCRIBE_CONFIGS, make)
+        [result] = response.results
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
+        return [ConfigValue(c.name, c.value, int(c.config_source), bool(c.read_only))
+                for c in result.configs]

@@ -1,0 +1,13 @@
+"""Kafka API handlers, one module per family. Importing this package fills the handler
+table that ApiVersions advertises."""
+
+from lakelog.api import (  # noqa: F401
+    admin,
+    configs,
+    api_versions,
+    fetch,
+    metadata,
+    offsets,
+    produce,
+    producer_id,
+)

@@ -1,0 +1,45 @@
+"""ApiVersions: advertise exactly the handler table, with the KIP-511 fallback."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.api_versions.v0.response import ApiVersion as KeyV0
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ResponseV0
+from kio.static.primitive import i16
+
+from lakelog.api.context import RequestContext, build
+from lakelog.api.registry import HANDLERS, handles
+from lakelog.errors import ErrorCode
+from lakelog.protocol.frames import api_schema, encode_response
+
+
+def _keys(cls: type) -> tuple[Any, ...]:
+    return tuple(
+        build(cls, api_key=i16(spec.api_key), min_version=i16(spec.min_version),
+              max_version=i16(spec.max_version))
+        for spec in sorted(HANDLERS.values(), key=lambda s: s.api_key)
+    )
+
+
+def unsupported_version_response(correlation_id: int) -> bytes:
+    schema = api_schema(18, 0)
+    assert schema is not None
+    response = ResponseV0(error_code=ErrorCode.unsupported_version, api_keys=_keys(KeyV0))
+    return encode_response(schema, correlation_id, response, header_flexible=False)
+
+
+@handles(18, 0, 4)
+async def api_versions(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.schema
+    return build(
+        m.ApiVersionsResponse,
+        error_code=ErrorCode.none,
+        api_keys=_keys(m.ApiVersion),
+        throttle_time=datetime.timedelta(0),
+        supported_features=(),
+        finalized_features_epoch=-1,
+        finalized_features=(),
+        zk_migration_ready=False,
+    )

@@ -1,0 +1,460 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+Topic configs live in the coordinator (only the ones a topic set); everything else is the
+broker default, reported the way Kafka reports it so admin tools show the same picture.
+Broker configs are static here (set by flags, env or lakelog.toml), so they are described
+read-only and every attempt to alter them is refused as Kafka refuses read-only ones.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lakelog import topic_config
+from lakelog.api.context import RequestContext, build
+from lakelog.api.registry import handles
+from lakelog.config import Settings
+from lakelog.coordinator.interface import AlterTopicConfigsRequest
+from lakelog.errors import ErrorCode
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+class ConfigSource(enum.IntEnum):
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(enum.IntEnum):
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+class AlterOp(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSpec:
+    """How one topic config is described: type, Kafka's stock default, the broker synonym
+    and the Settings field behind it (for STATIC_BROKER_CONFIG)."""
+
+    type: ConfigType
+    stock_default: str
+    broker_name: str | None = None
+    settings_field: str | None = None
+
+
+_LONG_MAX = str(2**63 - 1)
+TOPIC_SPECS: dict[str, ConfigSpec] = {
+    "cleanup.policy": ConfigSpec(ConfigType.LIST, "delete", "log.cleanup.policy"),
+    "compression.type": ConfigSpec(ConfigType.STRING, "producer", "compression.type"),
+    "delete.retention.ms": ConfigSpec(
+        ConfigType.LONG, "86400000", "log.cleaner.delete.retention.ms"),
+    "file.delete.delay.ms": ConfigSpec(
+        ConfigType.LONG, "60000", "log.segment.delete.delay.ms"),
+    "flush.messages": ConfigSpec(ConfigType.LONG, _LONG_MAX, "log.flush.interval.messages"),
+    "flush.ms": ConfigSpec(ConfigType.LONG, _LONG_MAX, "log.flush.interval.ms"),
+    "follower.replication.throttled.replicas": ConfigSpec(ConfigType.LIST, ""),
+    "index.interval.bytes": ConfigSpec(ConfigType.INT, "4096", "log.index.interval.bytes"),
+    "leader.replication.throttled.replicas": ConfigSpec(ConfigType.LIST, ""),
+    "local.retention.bytes": ConfigSpec(ConfigType.LONG, "-2", "log.local.retention.bytes"),
+    "local.retention.ms": ConfigSpec(ConfigType.LONG, "-2", "log.local.retention.ms"),
+    "max.compaction.lag.ms": ConfigSpec(
+        ConfigType.LONG, _LONG_MAX, "log.cleaner.max.compaction.lag.ms"),
+    "max.message.bytes": ConfigSpec(
+        ConfigType.INT, "1048588", "message.max.bytes", "message_max_bytes"),
+    "message.downconversion.enable": ConfigSpec(
+        ConfigType.BOOLEAN, "true", "log.message.downconversion.enable"),
+    "message.timestamp.after.max.ms": ConfigSpec(
+        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.after.max.ms"),
+    "message.timestamp.before.max.ms": ConfigSpec(
+        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.before.max.ms"),
+    "message.timestamp.difference.max.ms": ConfigSpec(
+        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.difference.max.ms"),
+    "message.timestamp.type": ConfigSpec(
+        ConfigType.STRING, "CreateTime", "log.message.timestamp.type"),
+    "min.cleanable.dirty.ratio": ConfigSpec(
+        ConfigType.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio"),
+    "min.compaction.lag.ms": ConfigSpec(
+        ConfigType.LONG, "0", "log.cleaner.min.compaction.lag.ms"),
+    "min.insync.replicas": ConfigSpec(ConfigType.INT, "1", "min.insync.replicas"),
+    "preallocate": ConfigSpec(ConfigType.BOOLEAN, "false", "log.preallocate"),
+    "remote.storage.enable": ConfigSpec(ConfigType.BOOLEAN, "false"),
+    "retention.bytes": ConfigSpec(
+        ConfigType.LONG, "-1", "log.retention.bytes", "log_retention_bytes"),
+    "retention.ms": ConfigSpec(
+        ConfigType.LONG, "604800000", "log.retention.ms", "log_retention_ms"),
+    "segment.bytes": ConfigSpec(ConfigType.INT, "1073741824", "log.segment.bytes"),
+    "segment.index.bytes": ConfigSpec(
+        ConfigType.INT, "10485760", "log.index.size.max.bytes"),
+    "segment.jitter.ms": ConfigSpec(ConfigType.LONG, "0", "log.roll.jitter.ms"),
+    "segment.ms": ConfigSpec(ConfigType.LONG, "604800000", "log.roll.ms"),
+    "unclean.leader.election.enable": ConfigSpec(
+        ConfigType.BOOLEAN, "false", "unclean.leader.election.enable"),
+}
+LIST_CONFIGS = frozenset(n for n, s in TOPIC_SPECS.items() if s.type is ConfigType.LIST)
+
+
+@dataclass(frozen=True, slots=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    config_type: ConfigType
+    synonyms: tuple[Synonym, ...] = ()
+
+
+def topic_defaults(settings: Settings) -> dict[str, str]:
+    """Every known topic config's value when the topic does not set it."""
+    stock = {name: spec.stock_default for name, spec in TOPIC_SPECS.items()}
+    return {**stock, **topic_config.defaults(settings)}
+
+
+def _default_source(settings: Settings, spec: ConfigSpec | None) -> ConfigSource:
+    if spec and spec.settings_field and spec.settings_field in settings.model_fields_set:
+        return ConfigSource.STATIC_BROKER_CONFIG
+    return ConfigSource.DEFAULT_CONFIG
+
+
+def topic_entries(own: Mapping[str, str], settings: Settings) -> list[ConfigEntry]:
+    """A topic's full config as DescribeConfigs shows it, sorted by name."""
+    fallback = topic_defaults(settings)
+    entries = []
+    for name in sorted(fallback.keys() | own.keys()):
+        spec = TOPIC_SPECS.get(name)
+        default_source = _default_source(settings, spec)
+        synonyms: list[Synonym] = []
+        if name in own:
+            synonyms.append(Synonym(name, own[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        if spec and spec.broker_name and name in fallback:
+            synonyms.append(Synonym(spec.broker_name, fallback[name], default_source))
+        entries.append(ConfigEntry(
+            name=name,
+            value=own[name] if name in own else fallback.get(name),
+            source=ConfigSource.DYNAMIC_TOPIC_CONFIG if name in own else default_source,
+            read_only=False,
+            config_type=spec.type if spec else ConfigType.UNKNOWN,
+            synonyms=tuple(synonyms),
+        ))
+    return entries
+
+
+def broker_entries(settings: Settings) -> list[ConfigEntry]:
+    """The broker settings a Kafka tool looks for, all read-only (they are static here)."""
+    host, port = settings.advertised_host_port
+    listen_host, listen_port = settings.listen_host_port
+    values: list[tuple[str, str | None, ConfigType, str]] = [
+        ("advertised.listeners", f"PLAINTEXT://{host}:{port}", ConfigType.LIST, "advertised"),
+        ("auto.create.topics.enable", str(settings.auto_create_topics_enable).lower(),
+         ConfigType.BOOLEAN, "auto_create_topics_enable"),
+        ("broker.id", str(settings.broker_id), ConfigType.INT, "broker_id"),
+        ("broker.rack", settings.rack, ConfigType.STRING, "rack"),
+        ("default.replication.factor", str(settings.default_replication_factor),
+         ConfigType.INT, "default_replication_factor"),
+        ("listeners", f"PLAINTEXT://{listen_host}:{listen_port}", ConfigType.LIST, "listen"),
+        ("log.cleanup.policy", "delete", ConfigType.LIST, ""),
+        ("log.message.timestamp.type", "CreateTime", ConfigType.STRING, ""),
+        ("log.retention.bytes", str(settings.log_retention_bytes), ConfigType.LONG,
+         "log_retention_bytes"),
+        ("log.retention.ms", str(settings.log_retention_ms), ConfigType.LONG,
+         "log_retention_ms"),
+        ("message.max.bytes", str(settings.message_max_bytes), ConfigType.INT,
+         "message_max_bytes"),
+        ("num.partitions", str(settings.num_partitions), ConfigType.INT, "num_partitions"),
+        ("socket.request.max.bytes", str(settings.socket_request_max_bytes), ConfigType.INT,
+         "socket_request_max_bytes"),
+    ]
+    entries = []
+    for name, value, kind, field_name in values:
+        source = (ConfigSource.STATIC_BROKER_CONFIG
+                  if field_name in settings.model_fields_set else ConfigSource.DEFAULT_CONFIG)
+        entries.append(ConfigEntry(name, value, source, True, kind,
+                                   (Synonym(name, value, source),)))
+    return entries
+
+
+class ConfigProblem(Exception):
+    """One resource's alteration is refused with this error code and message."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPlan:
+    set_configs: dict[str, str]
+    delete_configs: list[str]
+
+
+def _parts(value: str | None) -> list[str]:
+    return [p.strip() for p in (value or "").split(",") if p.strip()]
+
+
+def _check_unique(names: Iterable[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ConfigProblem(ErrorCode.invalid_request,
+                                f"Error due to duplicate config keys: {name}")
+        seen.add(name)
+
+
+def plan_incremental(
+    own: Mapping[str, str],
+    fallback: Mapping[str, str],
+    ops: Sequence[tuple[str, int, str | None]],
+) -> AlterPlan:
+    """Turn IncrementalAlterConfigs operations (name, op, value) into sets and deletes.
+    APPEND/SUBTRACT start from the current value: the topic's own, else the default."""
+    _check_unique(name for name, _, _ in ops)
+    plan = AlterPlan({}, [])
+    for name, op, value in ops:
+        if op == AlterOp.SET:
+            if value is None:
+                raise ConfigProblem(ErrorCode.invalid_request,
+                                    f"Null value not supported for : {name}")
+            plan.set_configs[name] = value
+        elif op == AlterOp.DELETE:
+            plan.delete_configs.append(name)
+        elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
+            if name not in LIST_CONFIGS:
+                verb = "append" if op == AlterOp.APPEND else "subtract"
+                raise ConfigProblem(ErrorCode.invalid_config,
+                                    f"Config value {verb} is not allowed for config key: "
+                                    f"{name}")
+            current = _parts(own[name] if name in own else fallback.get(name))
+            items = _parts(value)
+            if op == AlterOp.APPEND:
+                result = current + [i for i in items if i not in current]
+            else:
+                result = [i for i in current if i not in items]
+            plan.set_configs[name] = ",".join(result)
+        else:
+            raise ConfigProblem(ErrorCode.invalid_request,
+                                f"Unknown config operation {op} for {name}")
+    problem = topic_config.validate(plan.set_configs)
+    if problem:
+        raise ConfigProblem(ErrorCode.invalid_config, problem)
+    return plan
+
+
+def plan_replace(configs: Sequence[tuple[str, str | None]]) -> dict[str, str]:
+    """Legacy AlterConfigs: the given configs become the topic's whole config."""
+    _check_unique(name for name, _ in configs)
+    result: dict[str, str] = {}
+    for name, value in configs:
+        if value is None:
+            raise ConfigProblem(ErrorCode.invalid_request,
+                                f"Null value not supported for : {name}")
+        result[name] = value
+    problem = topic_config.validate(result)
+    if problem:
+        raise ConfigProblem(ErrorCode.invalid_config, problem)
+    return result
+
+
+def _check_broker_name(name: str, broker_id: int) -> None:
+    if name and name != str(broker_id):
+        raise ConfigProblem(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {broker_id} or empty string, but received "
+            f"{name}",
+        )
+
+
+def _refuse_broker_alter(name: str, config_names: Sequence[str], broker_id: int) -> None:
+    """Broker configs are static here: like Kafka for a read-only config, INVALID_REQUEST."""
+    _check_broker_name(name, broker_id)
+    if config_names:
+        raise ConfigProblem(
+            ErrorCode.invalid_request,
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): "
+            f"Cannot update these configs dynamically: {sorted(config_names)}",
+        )
+
+
+def _unsupported_type(resource_type: int) -> ConfigProblem:
+    return ConfigProblem(ErrorCode.invalid_request,
+                         f"Unsupported resource type {resource_type}")
+
+
+def _unknown_topic(name: str) -> ConfigProblem:
+    return ConfigProblem(ErrorCode.unknown_topic_or_partition,
+                         f"Topic '{name}' does not exist.")
+
+
+def _check_duplicates(resources: Sequence[Any]) -> set[tuple[int, str]]:
+    seen: set[tuple[int, str]] = set()
+    duplicates: set[tuple[int, str]] = set()
+    for r in resources:
+        key = (int(r.resource_type), r.resource_name)
+        (duplicates if key in seen else seen).add(key)
+    return duplicates
+
+
+# ---------------------------------------------------------------- DescribeConfigs
+
+
+def _describe_entry(m: Any, entry: ConfigEntry, include_synonyms: bool) -> Any:
+    synonyms = tuple(
+        build(m.DescribeConfigsSynonym, name=s.name, value=s.value, source=int(s.source))
+        for s in entry.synonyms
+    ) if include_synonyms else ()
+    return build(
+        m.DescribeConfigsResourceResult,
+        name=entry.name,
+        value=entry.value,
+        read_only=entry.read_only,
+        config_source=int(entry.source),
+        is_sensitive=False,
+        synonyms=synonyms,
+        config_type=int(entry.config_type),
+        documentation=None,
+    )
+
+
+async def _entries_for(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
+    settings = ctx.broker.settings
+    if resource.resource_type == TOPIC_RESOURCE:
+        topics = await ctx.broker.coordinator.get_topics([resource.resource_name])
+        if not topics:
+            raise _unknown_topic(resource.resource_name)
+        return topic_entries(topics[0].configs, settings)
+    if resource.resource_type == BROKER_RESOURCE:
+        _check_broker_name(resource.resource_name, ctx.broker.broker_id)
+        return broker_entries(settings)
+    raise _unsupported_type(resource.resource_type)
+
+
+@handles(32, 1, 4)
+async def describe_configs(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.schema
+    results = []
+    for resource in request.resources:
+        error: ErrorCode = ErrorCode.none
+        message: str | None = None
+        configs: tuple[Any, ...] = ()
+        try:
+            entries = await _entries_for(ctx, resource)
+        except ConfigProblem as problem:
+            error, message = problem.error, problem.message
+        else:
+            keys = resource.configuration_keys
+            configs = tuple(
+                _describe_entry(m, e, request.include_synonyms)
+                for e in entries if not keys or e.name in keys
+            )
+        results.append(build(
+            m.DescribeConfigsResult,
+            error_code=error,
+            error_message=message,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            configs=configs,
+        ))
+    return build(m.DescribeConfigsResponse, throttle_time=datetime.timedelta(0),
+                 results=tuple(results))
+
+
+# ---------------------------------------------------------------- AlterConfigs
+
+
+def _alter_result(m: Any, resource: Any, error: ErrorCode, message: str | None) -> Any:
+    return build(m.AlterConfigsResourceResponse, error_code=error, error_message=message,
+                 resource_type=resource.resource_type, resource_name=resource.resource_name)
+
+
+async def _apply(
+    ctx: RequestContext, request: AlterTopicConfigsRequest, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    [result] = await ctx.broker.coordinator.alter_topic_configs([request], validate_only)
+    if not validate_only:
+        ctx.broker.topics.invalidate()
+    if result.error == ErrorCode.unknown_topic_or_partition and not result.message:
+        return result.error, _unknown_topic(request.name).message
+    return result.error, result.message
+
+
+async def _alter_one(ctx: RequestContext, resource: Any, validate_only: bool,
+                     incremental: bool) -> tuple[ErrorCode, str | None]:
+    if resource.resource_type == BROKER_RESOURCE:
+        _refuse_broker_alter(resource.resource_name, [c.name for c in resource.configs],
+                             ctx.broker.broker_id)
+        return ErrorCode.none, None
+    if resource.resource_type != TOPIC_RESOURCE:
+        raise _unsupported_type(resource.resource_type)
+    name = resource.resource_name
+    if not incremental:
+        configs = plan_replace([(c.name, c.value) for c in resource.configs])
+        return await _apply(ctx, AlterTopicConfigsRequest(name, configs, replace=True),
+                            validate_only)
+    topics = await ctx.broker.coordinator.get_topics([name])
+    if not topics:
+        raise _unknown_topic(name)
+    plan = plan_incremental(
+        topics[0].configs,
+        topic_defaults(ctx.broker.settings),
+        [(c.name, c.config_operation, c.value) for c in resource.configs],
+    )
+    return await _apply(
+        ctx, AlterTopicConfigsRequest(name, plan.set_configs, plan.delete_configs),
+        validate_only,
+    )
+
+
+async def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
+    m = ctx.schema
+    duplicates = _check_duplicates(request.resources)
+    responses = []
+    for resource in request.resources:
+        if (int(resource.resource_type), resource.resource_name) in duplicates:
+            error, message = ErrorCode.invalid_request, "Duplicate resource in request."
+        else:
+            try:
+                error, message = await _alter_one(ctx, resource, request.validate_only,
+                                                  incremental)
+            except ConfigProblem as problem:
+                error, message = problem.error, problem.message
+        responses.append(_alter_result(m, resource, error, message))
+    response_cls = (m.IncrementalAlterConfigsResponse if incremental
+                    else m.AlterConfigsResponse)
+    return build(response_cls, throttle_time=datetime.timedelta(0),
+                 responses=tuple(responses))
+
+
+@handles(33, 0, 2)
+async def alter_configs(ctx: RequestContext, request: Any) -> Any:
+    return await _alter(ctx, request, incremental=False)
+
+
+@handles(44, 0, 1)
+async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+    return await _alter(ctx, request, incremental=True)

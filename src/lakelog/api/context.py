@@ -1,0 +1,34 @@
+"""What a handler knows about the request it serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
+
+if TYPE_CHECKING:
+    from lakelog.broker import Broker
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    broker: Broker
+    peer: str = ""
+
+    @property
+    def schema(self) -> ModuleType:
+        """The kio response module for this API version (holds the nested classes)."""
+        return load_payload_module(self.api_key, self.api_version, EntityType.response)
+
+
+def build(cls: type, **fields: Any) -> Any:
+    """Instantiate a kio dataclass with only the fields its version has."""
+    names = cls.__dataclass_fields__
+    return cls(**{k: v for k, v in fields.items() if k in names})

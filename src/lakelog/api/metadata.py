@@ -1,0 +1,149 @@
+"""Metadata and FindCoordinator: which brokers serve what.
+
+A diskless partition has no leader of its own: every live broker can serve it, so the
+"leader" is a stable pick among live brokers and the replica list is all of them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from lakelog.api.admin import CLUSTER_AUTHORIZED_OPERATIONS
+from lakelog.api.context import RequestContext, build
+from lakelog.api.registry import handles
+from lakelog.coordinator.interface import CreateTopicRequest, TopicInfo
+from lakelog.errors import ErrorCode
+from lakelog.topics import topic_name_error
+
+log = logging.getLogger(__name__)
+
+METADATA_KEY = 3
+FIND_COORDINATOR_KEY = 10
+LEADER_EPOCH = 0
+
+
+async def _auto_create(ctx: RequestContext, names: list[str]) -> None:
+    settings = ctx.broker.settings
+    requests = [
+        CreateTopicRequest(name, settings.num_partitions, settings.default_replication_factor)
+        for name in names
+        if topic_name_error(name) is None
+    ]
+    if requests:
+        results = await ctx.broker.coordinator.create_topics(requests)
+        created = [r.name for r in results if r.error == ErrorCode.none]
+        if created:
+            log.info("auto-created topics %s", created)
+        ctx.broker.topics.invalidate()
+
+
+def _requested_names(ctx: RequestContext, request: Any) -> list[str | None] | None:
+    """Names asked for, or None for all topics."""
+    if request.topics is None:
+        return None
+    if ctx.api_version == 0 and not request.topics:
+        return None
+    return [t.name for t in request.topics]
+
+
+@handles(METADATA_KEY, 0, 13)
+async def metadata(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.schema
+    broker = ctx.broker
+    topics_cache = broker.topics
+    wanted = _requested_names(ctx, request)
+    by_id: dict[Any, TopicInfo] = {}
+    if wanted is not None and ctx.api_version >= 10:
+        ids = [t.topic_id for t in request.topics if getattr(t, "topic_id", None)]
+        for topic_id in ids:
+            found = await topics_cache.get_by_id(topic_id)
+            if found is not None:
+                by_id[topic_id] = found
+    if wanted is not None:
+        missing = [n for n in wanted if n is not None and await topics_cache.get(n) is None]
+        allow = getattr(request, "allow_auto_topic_creation", True)
+        if missing and allow and broker.settings.auto_create_topics_enable:
+            await _auto_create(ctx, missing)
+
+    brokers = await broker.live_brokers()
+    broker_ids = tuple(b.broker_id for b in brokers)
+
+    def describe(name: str | None, topic: TopicInfo | None, topic_id: Any = None) -> Any:
+        if topic is None:
+            error = (ErrorCode.invalid_topic_exception
+                     if name is not None and topic_name_error(name)
+                     else ErrorCode.unknown_topic_or_partition)
+            return build(m.MetadataResponseTopic, error_code=error, name=name,
+                         topic_id=topic_id, is_internal=False, partitions=(),
+                         topic_authorized_operations=-2147483648)
+        partitions = tuple(
+            build(
+                m.MetadataResponsePartition,
+                error_code=ErrorCode.none,
+                partition_index=p,
+                leader_id=broker.leader_for(brokers, topic.topic_id, p),
+                leader_epoch=LEADER_EPOCH,
+                replica_nodes=broker_ids,
+                isr_nodes=broker_ids,
+                offline_replicas=(),
+            )
+            for p in range(topic.num_partitions)
+        )
+        return build(m.MetadataResponseTopic, error_code=ErrorCode.none, name=topic.name,
+                     topic_id=topic.topic_id, is_internal=False, partitions=partitions,
+                     topic_authorized_operations=-2147483648)
+
+    if wanted is None:
+        topics = [describe(t.name, t) for t in sorted(await topics_cache.all(),
+                                                       key=lambda t: t.name)]
+    else:
+        topics = []
+        for requested in request.topics:
+            name = requested.name
+            if name is None and ctx.api_version >= 10 and requested.topic_id in by_id:
+                topic = by_id[requested.topic_id]
+                topics.append(describe(topic.name, topic))
+            elif name is None:
+                topics.append(describe(None, None, requested.topic_id))
+            else:
+                topics.append(describe(name, await topics_cache.get(name)))
+
+    return build(
+        m.MetadataResponse,
+        throttle_time=datetime.timedelta(0),
+        brokers=tuple(
+            build(m.MetadataResponseBroker, node_id=b.broker_id, host=b.host, port=b.port,
+                  rack=b.rack)
+            for b in brokers
+        ),
+        cluster_id=broker.cluster_id,
+        controller_id=brokers[0].broker_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=(
+            CLUSTER_AUTHORIZED_OPERATIONS
+            if getattr(request, "include_cluster_authorized_operations", False)
+            else -2147483648
+        ),
+        error_code=ErrorCode.none,
+    )
+
+
+@handles(FIND_COORDINATOR_KEY, 0, 4)
+async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    """Groups and transactions are coordinated by a broker picked from the key; with the
+    group protocol not served yet, this broker answers for every key."""
+    m = ctx.schema
+    me = ctx.broker.self_info()
+    if ctx.api_version >= 4:
+        coordinators = tuple(
+            build(m.Coordinator, key=key, node_id=me.broker_id, host=me.host, port=me.port,
+                  error_code=ErrorCode.none, error_message=None)
+            for key in request.coordinator_keys
+        )
+        return build(m.FindCoordinatorResponse, throttle_time=datetime.timedelta(0),
+                     coordinators=coordinators)
+    return build(m.FindCoordinatorResponse, throttle_time=datetime.timedelta(0),
+                 error_code=ErrorCode.none, error_message=None, node_id=me.broker_id,
+                 host=me.host, port=me.port)

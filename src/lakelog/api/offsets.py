@@ -1,0 +1,133 @@
+"""ListOffsets and OffsetForLeaderEpoch.
+
+A diskless log never truncates, so every leader epoch ends at the log end.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from lakelog.api.context import RequestContext, build
+from lakelog.api.registry import handles
+from lakelog.coordinator.interface import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    ListOffsetsRequest,
+    ListOffsetsResult,
+    PartitionKey,
+    TimestampType,
+)
+from lakelog.errors import ErrorCode
+from lakelog.protocol.record_reader import first_offset_at_or_after, record_positions
+
+log = logging.getLogger(__name__)
+
+LIST_OFFSETS_KEY = 2
+OFFSET_FOR_LEADER_EPOCH_KEY = 23
+EARLIEST_LOCAL_TIMESTAMP = -4
+LEADER_EPOCH = 0
+
+
+async def _narrow(ctx: RequestContext, asked: int, result: ListOffsetsResult) -> tuple[int, int]:
+    """Refine a batch-level answer to the exact record, reading that one batch."""
+    coord = result.batch
+    if coord is None or coord.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        return result.offset, result.timestamp
+    try:
+        (data,) = await ctx.broker.reader.read([coord])
+        if asked == MAX_TIMESTAMP:
+            best = None
+            for record in record_positions(data):
+                if best is None or record.timestamp > best[1]:
+                    best = (coord.base_offset + record.offset_delta, record.timestamp)
+            return best if best else (result.offset, result.timestamp)
+        found = first_offset_at_or_after(data, coord.base_offset, asked)
+    except Exception:
+        log.exception("cannot read batch at %s:%d to narrow ListOffsets", coord.object_key,
+                      coord.byte_offset)
+        return result.offset, result.timestamp
+    if found is None:
+        return result.offset, result.timestamp
+    offset, timestamp = found
+    return max(offset, result.offset), timestamp
+
+
+@handles(LIST_OFFSETS_KEY, 1, 8)
+async def list_offsets(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.schema
+    broker = ctx.broker
+    layout: list[tuple[str, list[tuple[int, int, int]]]] = []  # name, (partition, idx, ts)
+    asks: list[ListOffsetsRequest] = []
+    for t in request.topics:
+        topic = await broker.topics.get(t.name)
+        rows = []
+        for p in t.partitions:
+            timestamp = p.timestamp
+            if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+                timestamp = EARLIEST_TIMESTAMP
+            if topic is None or not 0 <= p.partition_index < topic.num_partitions:
+                rows.append((p.partition_index, -1, timestamp))
+                continue
+            if timestamp < MAX_TIMESTAMP or (timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
+                rows.append((p.partition_index, -2, timestamp))
+                continue
+            rows.append((p.partition_index, len(asks), timestamp))
+            asks.append(ListOffsetsRequest(topic.topic_id, p.partition_index, timestamp))
+        layout.append((t.name, rows))
+    results = await broker.coordinator.list_offsets(asks) if asks else []
+    topics = []
+    for name, rows in layout:
+        partitions = []
+        for partition, index, asked in rows:
+            error, offset, timestamp = ErrorCode.none, -1, -1
+            if index == -1:
+                error = ErrorCode.unknown_topic_or_partition
+            elif index == -2:
+                error = ErrorCode.invalid_request
+            else:
+                result = results[index]
+                error = result.error
+                offset, timestamp = result.offset, result.timestamp
+                if error == ErrorCode.none and asked not in (LATEST_TIMESTAMP,
+                                                             EARLIEST_TIMESTAMP):
+                    offset, timestamp = await _narrow(ctx, asked, result)
+            partitions.append(build(
+                m.ListOffsetsPartitionResponse, partition_index=partition, error_code=error,
+                timestamp=timestamp, offset=offset,
+                leader_epoch=LEADER_EPOCH if error == ErrorCode.none else -1,
+            ))
+        topics.append(build(m.ListOffsetsTopicResponse, name=name, partitions=tuple(partitions)))
+    return build(m.ListOffsetsResponse, throttle_time=datetime.timedelta(0), topics=tuple(topics))
+
+
+@handles(OFFSET_FOR_LEADER_EPOCH_KEY, 2, 4)
+async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
+    m = ctx.schema
+    broker = ctx.broker
+    topics = []
+    for t in request.topics:
+        topic = await broker.topics.get(t.topic)
+        keys = [] if topic is None else [
+            PartitionKey(topic.topic_id, p.partition) for p in t.partitions
+            if 0 <= p.partition < topic.num_partitions
+        ]
+        infos = iter(await broker.coordinator.log_info(keys) if keys else [])
+        partitions = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition < topic.num_partitions:
+                partitions.append(build(m.EpochEndOffset, partition=p.partition,
+                                        error_code=ErrorCode.unknown_topic_or_partition,
+                                        leader_epoch=-1, end_offset=-1))
+                continue
+            info = next(infos)
+            partitions.append(build(
+                m.EpochEndOffset, partition=p.partition, error_code=info.error,
+                leader_epoch=LEADER_EPOCH, end_offset=info.high_watermark,
+            ))
+        topics.append(build(m.OffsetForLeaderTopicResult, topic=t.topic,
+                            partitions=tuple(partitions)))
+    return build(m.OffsetForLeaderEpochResponse, throttle_time=datetime.timedelta(0),
+                 topics=tuple(topics))

@@ -1,0 +1,149 @@
+"""Produce: validate each partition's batches, hand them to the WAL writer, answer once the
+object holding them is uploaded and committed."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakelog import metrics
+from lakelog.api.context import RequestContext, build
+from lakelog.api.raw import NO_RESPONSE
+from lakelog.api.registry import handles
+from lakelog.coordinator.interface import CommitBatchResult
+from lakelog.errors import ErrorCode
+from lakelog.produce.wal_writer import AppendRequest
+from lakelog.protocol.records import InvalidBatch, split_batches, validate
+from lakelog.topic_config import effective
+
+log = logging.getLogger(__name__)
+
+PRODUCE_KEY = 0
+
+
+@dataclass
+class _PartitionOutcome:
+    index: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    first: int = 0
+    count: int = 0
+    """The partition's batches are appends[first:first + count]."""
+
+
+@dataclass
+class _TopicOutcome:
+    name: str
+    partitions: list[_PartitionOutcome] = field(default_factory=list)
+
+
+def _batch_error(exc: InvalidBatch) -> ErrorCode:
+    if exc.old_magic:
+        return ErrorCode.invalid_record
+    return ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
+
+
+async def _validate(
+    ctx: RequestContext, request: Any, appends: list[AppendRequest]
+) -> list[_TopicOutcome]:
+    """Split and check every partition's records; valid batches go to `appends`."""
+    outcomes = []
+    acks_ok = request.acks in (0, 1, -1)
+    for topic_data in request.topic_data:
+        topic = await ctx.broker.topics.get(topic_data.name)
+        config = effective(topic, ctx.broker.settings) if topic else None
+        outcome = _TopicOutcome(topic_data.name)
+        outcomes.append(outcome)
+        for part in topic_data.partition_data:
+            result = _PartitionOutcome(part.index)
+            outcome.partitions.append(result)
+            if not acks_ok:
+                result.error = ErrorCode.invalid_required_acks
+                continue
+            if topic is None or config is None or not 0 <= part.index < topic.num_partitions:
+                result.error = ErrorCode.unknown_topic_or_partition
+                continue
+            if part.records is None:
+                result.error = ErrorCode.invalid_record
+                continue
+            batches: list[AppendRequest] = []
+            try:
+                for batch in split_batches(part.records):
+                    header = validate(batch)
+                    if header.is_control:
+                        raise InvalidBatch("clients may not write control batches")
+                    if header.is_transactional:
+                        raise InvalidBatch("transactions are not supported yet")
+                    if header.size > config.max_message_bytes:
+                        result.error = ErrorCode.message_too_large
+                        break
+                    batches.append(AppendRequest(topic.topic_id, part.index, batch, header,
+                                                 config.timestamp_type))
+            except InvalidBatch as exc:
+                result.error = _batch_error(exc)
+                result.message = str(exc)
+                log.info("rejecting produce to %s-%d from %s: %s", topic.name, part.index,
+                         ctx.peer, exc)
+            if result.error != ErrorCode.none:
+                continue
+            result.first, result.count = len(appends), len(batches)
+            appends.extend(batches)
+    return outcomes
+
+
+def _partition_result(
+    outcome: _PartitionOutcome, results: Sequence[CommitBatchResult]
+) -> tuple[ErrorCode, int, int, int]:
+    """(error, base offset, log append time, log start) for a partition's batches."""
+    if outcome.error != ErrorCode.none:
+        return outcome.error, -1, -1, -1
+    mine = results[outcome.first : outcome.first + outcome.count]
+    for r in mine:
+        if r.error != ErrorCode.none:
+            return r.error, -1, -1, -1
+    first = mine[0]
+    return ErrorCode.none, first.base_offset, first.log_append_time, first.log_start_offset
+
+
+@handles(PRODUCE_KEY, 3, 10)
+async def produce(ctx: RequestContext, request: Any) -> Any:
+    appends: list[AppendRequest] = []
+    outcomes = await _validate(ctx, request, appends)
+    results: list[CommitBatchResult] = []
+    if appends:
+        metrics.bytes_in_total.inc(sum(len(a.data) for a in appends))
+        futures = await ctx.broker.wal.append(appends)
+        if request.acks == 0:
+            return NO_RESPONSE
+        results = list(await asyncio.gather(*futures))
+    elif request.acks == 0:
+        return NO_RESPONSE
+    m = ctx.schema
+    topics = []
+    for outcome in outcomes:
+        partitions = []
+        for p in outcome.partitions:
+            error, base_offset, append_time, log_start = _partition_result(p, results)
+            partitions.append(
+                build(
+                    m.PartitionProduceResponse,
+                    index=p.index,
+                    error_code=error,
+                    base_offset=base_offset,
+                    log_append_time=(
+                        datetime.datetime.fromtimestamp(append_time / 1000, tz=datetime.UTC)
+                        if append_time >= 0 else None
+                    ),
+                    log_start_offset=log_start,
+                    record_errors=(),
+                    error_message=p.message,
+                )
+            )
+        topics.append(build(m.TopicProduceResponse, name=outcome.name,
+                            partition_responses=tuple(partitions)))
+    return build(m.ProduceResponse, responses=tuple(topics),
+                 throttle_time=datetime.timedelta(0))

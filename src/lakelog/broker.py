@@ -1,0 +1,139 @@
+"""One broker process: wires the coordinator, object storage, WAL writer, fetch reader and
+background loops to the network server, and runs the graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from uuid import UUID
+
+from lakelog.api.dispatch import Dispatcher
+from lakelog.background.cleaner import FileCleaner
+from lakelog.background.retention import RetentionLoop
+from lakelog.config import Settings
+from lakelog.coordinator import open_coordinator
+from lakelog.coordinator.interface import BatchCoordinator, BrokerInfo
+from lakelog.fetch.cache import BatchCache
+from lakelog.fetch.reader import BatchReader
+from lakelog.fetch.waiter import CommitWaiter
+from lakelog.net.server import Server
+from lakelog.produce.wal_writer import CommittedObject, WalWriter
+from lakelog.storage.store import ObjectStorage
+from lakelog.topics import TopicCache
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.broker_id = settings.broker_id
+        self.cluster_id = settings.cluster_id
+        self.broker_epoch = -1
+        self.host, self.port = settings.advertised_host_port
+        self.coordinator: BatchCoordinator = open_coordinator(settings.resolved_coordinator_url)
+        self.storage = ObjectStorage.from_url(settings.resolved_storage_url)
+        self.topics = TopicCache(self.coordinator)
+        self.cache = BatchCache(settings.fetch_cache_max_bytes)
+        self.reader = BatchReader(self.storage, self.cache)
+        self.waiter = CommitWaiter(self.coordinator, settings.fetch_poll_interval_ms)
+        self.wal = WalWriter(
+            self.storage,
+            self.coordinator,
+            broker_id=self.broker_id,
+            broker_epoch=lambda: self.broker_epoch,
+            max_buffer_bytes=settings.produce_buffer_max_bytes,
+            commit_interval_ms=settings.produce_commit_interval_ms,
+            max_sealed_buffers=settings.produce_max_sealed_buffers,
+            on_commit=self._on_commit,
+        )
+        self.server = Server(
+            Dispatcher(self),
+            max_request_bytes=settings.socket_request_max_bytes,
+            max_inflight=settings.max_inflight_requests_per_connection,
+            max_connections=settings.max_connections,
+        )
+        self._background: list[asyncio.Task[None]] = []
+        self._brokers_cache: tuple[float, list[BrokerInfo]] = (0.0, [])
+        self._stopped = asyncio.Event()
+
+    # ---------------------------------------------------------------- commit listener
+    def _on_commit(self, committed: CommittedObject) -> None:
+        for request, _result, offset in committed.batches:
+            self.cache.put((committed.object_key, offset), request.data)
+        self.waiter.notify()
+
+    # ---------------------------------------------------------------- cluster view
+    async def live_brokers(self) -> list[BrokerInfo]:
+        """Registered brokers with a recent heartbeat (cached for a second)."""
+        fetched_at, brokers = self._brokers_cache
+        if time.monotonic() - fetched_at > 1.0 or not brokers:
+            since = int(time.time() * 1000) - self.settings.broker_session_timeout_ms
+            brokers = await self.coordinator.list_brokers(since)
+            if not any(b.broker_id == self.broker_id for b in brokers):
+                brokers = [*brokers, self.self_info()]
+            brokers.sort(key=lambda b: b.broker_id)
+            self._brokers_cache = (time.monotonic(), brokers)
+        return brokers
+
+    def self_info(self) -> BrokerInfo:
+        return BrokerInfo(self.broker_id, self.broker_epoch, self.settings.rack, self.host,
+                          self.port, int(time.time() * 1000))
+
+    @staticmethod
+    def leader_for(brokers: list[BrokerInfo], topic_id: UUID, partition: int) -> int:
+        """A stable choice among live brokers, so load spreads and keyed order holds."""
+        index = zlib.crc32(topic_id.bytes + partition.to_bytes(4, "big")) % len(brokers)
+        return brokers[index].broker_id
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self) -> tuple[str, int]:
+        await self.coordinator.start()
+        listen_host, listen_port = self.settings.listen_host_port
+        host, port = await self.server.start(listen_host, listen_port)
+        if self.port == 0:
+            self.port = port
+        self.broker_epoch = await self.coordinator.register_broker(
+            self.broker_id, self.settings.rack, self.host, self.port
+        )
+        loop = asyncio.get_running_loop()
+        self._background = [
+            loop.create_task(self._heartbeat_loop(), name="heartbeat"),
+            loop.create_task(RetentionLoop(self).run(), name="retention"),
+            loop.create_task(FileCleaner(self).run(), name="cleaner"),
+        ]
+        log.info("broker %d (epoch %d) listening on %s:%d, advertised %s:%d",
+                 self.broker_id, self.broker_epoch, host, port, self.host, self.port)
+        return host, port
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.settings.broker_heartbeat_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.coordinator.heartbeat_broker(self.broker_id, self.broker_epoch)
+            except Exception:
+                log.exception("broker heartbeat failed")
+
+    async def stop(self, drain_timeout: float = 30.0) -> None:
+        """Stop accepting, seal and commit the WAL, answer in-flight requests, close."""
+        log.info("shutting down: no new connections or requests")
+        self.server.stop_accepting()
+        try:
+            await asyncio.wait_for(self.wal.flush(), drain_timeout)
+        except TimeoutError:
+            log.error("WAL flush did not finish within %.0fs", drain_timeout)
+        with contextlib.suppress(TimeoutError):
+            await self.server.drain(drain_timeout)
+        self.server.close_all()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.wal.close()
+        await self.waiter.close()
+        await self.coordinator.close()
+        log.info("broker stopped")
+        self._stopped.set()

@@ -1,0 +1,88 @@
+"""The `lakelog` command: serve a broker, administer topics, in Kafka's vocabulary."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from lakelog.config import Settings
+
+app = typer.Typer(help="Lakelog: a diskless, Kafka-compatible streaming log.",
+                  no_args_is_help=True, add_completion=False)
+
+try:
+    from lakelog.cli_topics import topics_app
+
+    app.add_typer(topics_app, name="topics", help="Create, list, describe and delete topics.")
+except ImportError:  # pragma: no cover - the topics CLI is optional while being built
+    pass
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+async def _serve(settings: Settings) -> None:
+    import lakelog.api  # noqa: F401  (registers the handlers)
+    from lakelog.broker import Broker
+    from lakelog.metrics_server import start_metrics_server
+
+    broker = Broker(settings)
+    await broker.start()
+    metrics_server = None
+    if settings.metrics_listen:
+        metrics_server = await start_metrics_server(settings.metrics_listen)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await broker.stop()
+    if metrics_server is not None:
+        metrics_server.close()
+
+
+@app.command()
+def serve(
+    listen: Annotated[str | None, typer.Option(help="HOST:PORT to listen on.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Embedded SQLite + object store.")] = None,
+    advertised: Annotated[str | None, typer.Option(help="HOST:PORT clients connect to.")] = None,
+    broker_id: Annotated[int | None, typer.Option(help="This broker's id.")] = None,
+    rack: Annotated[str | None, typer.Option(help="Availability zone of this broker.")] = None,
+    storage_url: Annotated[str | None, typer.Option(help="file://, memory:// or s3://")] = None,
+    coordinator_url: Annotated[str | None, typer.Option(help="sqlite:///path")] = None,
+    metrics_listen: Annotated[str | None, typer.Option(help="HOST:PORT for /metrics.")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Run a broker. Flags override env LAKELOG_* which override lakelog.toml."""
+    given: dict[str, Any] = {
+        "listen": listen, "data_dir": data_dir, "advertised": advertised,
+        "broker_id": broker_id, "rack": rack, "storage_url": storage_url,
+        "coordinator_url": coordinator_url, "metrics_listen": metrics_listen,
+    }
+    settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    _configure_logging(log_level)
+    os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", "4294967296")
+    try:
+        import uvloop
+
+        uvloop.run(_serve(settings))
+    except ImportError:  # pragma: no cover
+        asyncio.run(_serve(settings))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The batch coordinator: the interface everyone codes against, and `open_coordinator`,
+which picks the implementation from a URL so callers never name one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lakelog.coordinator.interface import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    AlterTopicConfigsRequest,
+    BatchCoordinate,
+    BatchCoordinator,
+    BrokerInfo,
+    CommitBatch,
+    CommitBatchResult,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    CreateTopicResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResult,
+    DeleteTopicResult,
+    FileToDelete,
+    FindBatchesRequest,
+    FindBatchesResult,
+    ListOffsetsRequest,
+    ListOffsetsResult,
+    LogInfo,
+    PartitionKey,
+    RetentionPolicy,
+    RetentionResult,
+    TimestampType,
+    TopicInfo,
+    TopicResult,
+)
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "AlterTopicConfigsRequest",
+    "BatchCoordinate",
+    "BatchCoordinator",
+    "BrokerInfo",
+    "CommitBatch",
+    "CommitBatchResult",
+    "CreatePartitionsRequest",
+    "CreateTopicRequest",
+    "CreateTopicResult",
+    "DeleteRecordsRequest",
+    "DeleteRecordsResult",
+    "DeleteTopicResult",
+    "FileToDelete",
+    "FindBatchesRequest",
+    "FindBatchesResult",
+    "ListOffsetsRequest",
+    "ListOffsetsResult",
+    "LogInfo",
+    "PartitionKey",
+    "RetentionPolicy",
+    "RetentionResult",
+    "TimestampType",
+    "TopicInfo",
+    "TopicResult",
+    "open_coordinator",
+    "sqlite_path",
+]
+
+SQLITE_SCHEME = "sqlite://"
+
+
+def sqlite_path(url: str) -> Path:
+    """The file of a `sqlite:///absolute/path.sqlite3` URL (extra leading slashes, as from
+    f"sqlite:///{absolute_path}", collapse to one)."""
+    rest = url[len(SQLITE_SCHEME) :]
+    if not url.startswith(SQLITE_SCHEME) or not rest.startswith("/") or not rest.strip("/"):
+        raise ValueError(f"unsupported coordinator URL: {url}")
+    return Path("/" + rest.lstrip("/"))
+
+
+def open_coordinator(url: str) -> BatchCoordinator:
+    """A coordinator for the URL, not yet started (call `start()`); creates the SQLite
+    file's parent directories. Other schemes plug in here."""
+    if url.startswith(SQLITE_SCHEME):
+        from lakelog.coordinator.sqlite import SqliteBatchCoordinator
+
+        path = sqlite_path(url)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return SqliteBatchCoordinator(path)
+    raise ValueError(f"unsupported coordinator URL: {url}")

@@ -1,0 +1,280 @@
+"""The SQLite batch coordinator: the embedded default, one file that several broker
+processes on one host may share.
+
+All database work of an instance runs on one dedicated thread (SQLite connections are not
+thread-safe, and the event loop must never block on a lock wait or an fsync). Every method
+is one transaction: `BEGIN IMMEDIATE` for writes, because a deferred BEGIN fails with
+"database is locked" when its read lock must be upgraded while another process writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+from uuid import UUID
+
+from lakelog.coordinator import migrate
+from lakelog.coordinator.interface import (
+    AlterTopicConfigsRequest,
+    BatchCoordinator,
+    BrokerInfo,
+    CommitBatch,
+    CommitBatchResult,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    CreateTopicResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResult,
+    DeleteTopicResult,
+    FileToDelete,
+    FindBatchesRequest,
+    FindBatchesResult,
+    ListOffsetsRequest,
+    ListOffsetsResult,
+    LogInfo,
+    PartitionKey,
+    RetentionPolicy,
+    RetentionResult,
+    TopicInfo,
+    TopicResult,
+)
+from lakelog.coordinator.sqlite import cleanup, cluster, produce, read, topics
+from lakelog.errors import ErrorCode
+from lakelog.metrics import coordinator_latency_seconds
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open the file with the settings every connection needs. Autocommit mode
+    (isolation_level=None): transactions are begun explicitly."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        _enable_wal(conn)
+        # FULL: the WAL is synced at every commit, so acknowledged data survives power loss.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """WAL lets readers run beside the one writer. Switching needs an exclusive lock, which
+    a process opening the same new file at the same moment may hold: retry briefly."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+            continue
+        if str(mode).lower() != "wal":
+            raise RuntimeError(f"SQLite refused WAL journal mode (got {mode!r})")
+        return
+
+
+class SqliteBatchCoordinator(BatchCoordinator):
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._local_commits = 0
+        """Write transactions this instance committed (touched only on the DB thread):
+        PRAGMA data_version only counts other connections' commits."""
+
+    # -- plumbing
+
+    def _open(self) -> None:
+        conn = connect(self.path)
+        try:
+            migrate.apply_sqlite(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _transaction(self, write: bool, body: Callable[..., T], args: tuple[Any, ...]) -> T:
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("coordinator is not started")
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            result = body(conn, *args)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        if write:
+            self._local_commits += 1
+        return result
+
+    async def _run(self, method: str, write: bool, body: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise RuntimeError("coordinator is not started")
+        started = time.perf_counter()
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, self._transaction, write, body, args)
+        finally:
+            coordinator_latency_seconds.labels(method=method).observe(time.perf_counter() - started)
+
+    # -- lifecycle
+
+    async def start(self) -> None:
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-sqlite")
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise
+
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(executor, self._close_connection)
+        executor.shutdown(wait=True)
+
+    def _close_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    # -- topics
+
+    async def create_topics(
+        self, requests: Sequence[CreateTopicRequest], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        return await self._run(
+            "create_topics", not validate_only, topics.create_topics, requests, validate_only
+        )
+
+    async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
+        return await self._run("delete_topics", True, topics.delete_topics, names)
+
+    async def create_partitions(
+        self, requests: Sequence[CreatePartitionsRequest], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self._run(
+            "create_partitions",
+            not validate_only,
+            topics.create_partitions,
+            requests,
+            validate_only,
+        )
+
+    async def get_topics(self, names: Sequence[str] | None = None) -> list[TopicInfo]:
+        return await self._run("get_topics", False, topics.get_topics, names)
+
+    async def get_topics_by_id(self, topic_ids: Sequence[UUID]) -> list[TopicInfo]:
+        return await self._run("get_topics_by_id", False, topics.get_topics_by_id, topic_ids)
+
+    async def alter_topic_configs(
+        self, requests: Sequence[AlterTopicConfigsRequest], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self._run(
+            "alter_topic_configs",
+            not validate_only,
+            topics.alter_topic_configs,
+            requests,
+            validate_only,
+        )
+
+    # -- produce
+
+    async def commit_file(
+        self,
+        object_key: str,
+        uploader_broker_id: int,
+        broker_epoch: int,
+        file_size: int,
+        batches: Sequence[CommitBatch],
+    ) -> list[CommitBatchResult]:
+        return await self._run(
+            "commit_file",
+            True,
+            produce.commit_file,
+            object_key,
+            uploader_broker_id,
+            broker_epoch,
+            file_size,
+            batches,
+        )
+
+    # -- fetch
+
+    async def find_batches(self, requests: Sequence[FindBatchesRequest]) -> list[FindBatchesResult]:
+        return await self._run("find_batches", False, read.find_batches, requests)
+
+    async def log_info(self, partitions: Sequence[PartitionKey]) -> list[LogInfo]:
+        return await self._run("log_info", False, read.log_info, partitions)
+
+    async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> list[ListOffsetsResult]:
+        return await self._run("list_offsets", False, read.list_offsets, requests)
+
+    # -- deletion and retention
+
+    async def delete_records(
+        self, requests: Sequence[DeleteRecordsRequest]
+    ) -> list[DeleteRecordsResult]:
+        return await self._run("delete_records", True, cleanup.delete_records, requests)
+
+    async def enforce_retention(
+        self, policies: Sequence[RetentionPolicy], now_ms: int
+    ) -> list[RetentionResult]:
+        return await self._run(
+            "enforce_retention", True, cleanup.enforce_retention, policies, now_ms
+        )
+
+    async def files_to_delete(self, marked_before_ms: int) -> list[FileToDelete]:
+        return await self._run("files_to_delete", False, cleanup.files_to_delete, marked_before_ms)
+
+    async def delete_files(self, object_keys: Sequence[str]) -> None:
+        await self._run("delete_files", True, cleanup.delete_files, object_keys)
+
+    async def list_files(self) -> list[str]:
+        return await self._run("list_files", False, cleanup.list_files)
+
+    # -- producers and brokers
+
+    async def allocate_producer_id(self) -> int:
+        return await self._run("allocate_producer_id", True, cluster.allocate_producer_id)
+
+    async def register_broker(self, broker_id: int, rack: str | None, host: str, port: int) -> int:
+        return await self._run(
+            "register_broker", True, cluster.register_broker, broker_id, rack, host, port
+        )
+
+    async def heartbeat_broker(self, broker_id: int, broker_epoch: int) -> ErrorCode:
+        return await self._run(
+            "heartbeat_broker", True, cluster.heartbeat_broker, broker_id, broker_epoch
+        )
+
+    async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
+        return await self._run("list_brokers", False, cluster.list_brokers, alive_since_ms)
+
+    # -- change notification
+
+    async def change_token(self) -> int:
+        return await self._run("change_token", False, self._change_token)
+
+    def _change_token(self, conn: sqlite3.Connection) -> int:
+        other = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        return (other << 32) + (self._local_commits & 0xFFFF_FFFF)

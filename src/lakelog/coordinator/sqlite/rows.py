@@ -1,0 +1,74 @@
+"""Row shapes and lookups the SQLite transaction bodies share."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from lakelog.coordinator.interface import BatchCoordinate, TimestampType
+
+BATCH_COLUMNS = (
+    "f.object_key, b.byte_offset, b.byte_size, b.base_offset, b.last_offset, "
+    "b.base_timestamp, b.max_timestamp, b.timestamp_type, b.log_append_time, "
+    "b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional"
+)
+"""Select list for `coordinate`; the query must join `batches b` with `files f`."""
+
+BATCH_TIMESTAMP_SQL = (
+    "(CASE WHEN b.timestamp_type = 1 THEN b.log_append_time ELSE b.max_timestamp END)"
+)
+"""A batch's timestamp for list_offsets and retention: the commit time on LogAppendTime
+topics, as Kafka rewrites maxTimestamp there."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def batch_timestamp(timestamp_type: int, max_timestamp: int, log_append_time: int) -> int:
+    """Python twin of BATCH_TIMESTAMP_SQL."""
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        return log_append_time
+    return max_timestamp
+
+
+def coordinate(row: tuple[Any, ...]) -> BatchCoordinate:
+    return BatchCoordinate(
+        object_key=row[0],
+        byte_offset=row[1],
+        byte_size=row[2],
+        base_offset=row[3],
+        last_offset=row[4],
+        base_timestamp=row[5],
+        max_timestamp=row[6],
+        timestamp_type=TimestampType(row[7]),
+        log_append_time=row[8],
+        producer_id=row[9],
+        producer_epoch=row[10],
+        base_sequence=row[11],
+        is_transactional=bool(row[12]),
+    )
+
+
+@dataclass(slots=True)
+class PartitionRow:
+    topic_id: int
+    """The topic's internal row id."""
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    byte_size: int
+    max_timestamp: int
+
+
+def find_partition(conn: sqlite3.Connection, topic: UUID, partition: int) -> PartitionRow | None:
+    row = conn.execute(
+        "SELECT p.topic_id, p.partition, p.log_start_offset, p.high_watermark, p.byte_size,"
+        " p.max_timestamp FROM partitions p JOIN topics t ON t.id = p.topic_id"
+        " WHERE t.topic_uuid = ? AND p.partition = ?",
+        (str(topic), partition),
+    ).fetchone()
+    return None if row is None else PartitionRow(*row)

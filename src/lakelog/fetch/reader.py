@@ -1,0 +1,81 @@
+"""Turn batch coordinates into batch bytes: cache first, then one ranged read per run of
+neighbouring batches in an object."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from lakelog.coordinator.interface import BatchCoordinate
+from lakelog.fetch.cache import BatchCache
+from lakelog.storage.store import ObjectStorage
+
+# Two batches closer than this in one object are read with one request.
+COALESCE_GAP = 512 * 1024
+
+
+def plan_ranges(coords: Sequence[BatchCoordinate]) -> dict[str, list[tuple[int, int]]]:
+    """Per object, merged [start, end) byte ranges covering the given batches."""
+    by_object: dict[str, list[tuple[int, int]]] = {}
+    for c in coords:
+        by_object.setdefault(c.object_key, []).append((c.byte_offset, c.byte_offset + c.byte_size))
+    merged: dict[str, list[tuple[int, int]]] = {}
+    for key, spans in by_object.items():
+        spans.sort()
+        out: list[tuple[int, int]] = []
+        for start, end in spans:
+            if out and start - out[-1][1] <= COALESCE_GAP:
+                out[-1] = (out[-1][0], max(out[-1][1], end))
+            else:
+                out.append((start, end))
+        merged[key] = out
+    return merged
+
+
+class BatchReader:
+    def __init__(self, storage: ObjectStorage, cache: BatchCache, max_concurrent_reads: int = 16):
+        self._storage = storage
+        self._cache = cache
+        self._reads = asyncio.Semaphore(max_concurrent_reads)
+
+    async def read(self, coords: Sequence[BatchCoordinate]) -> list[memoryview | bytes]:
+        """The bytes of each batch, in the order given."""
+        found: dict[tuple[str, int], memoryview | bytes] = {}
+        missing = []
+        for c in coords:
+            key = (c.object_key, c.byte_offset)
+            data = self._cache.get(key)
+            if data is None:
+                missing.append(c)
+            else:
+                found[key] = data
+        if missing:
+            await asyncio.gather(
+                *(self._read_object(key, spans, missing, found)
+                  for key, spans in plan_ranges(missing).items())
+            )
+        return [found[(c.object_key, c.byte_offset)] for c in coords]
+
+    async def _read_object(
+        self,
+        object_key: str,
+        spans: list[tuple[int, int]],
+        wanted: Sequence[BatchCoordinate],
+        found: dict[tuple[str, int], memoryview | bytes],
+    ) -> None:
+        async with self._reads:
+            chunks = await self._storage.get_ranges(
+                object_key, [s for s, _ in spans], [e for _, e in spans]
+            )
+        views = [(start, memoryview(chunk)) for (start, _), chunk in zip(spans, chunks,
+                                                                        strict=True)]
+        for c in wanted:
+            if c.object_key != object_key:
+                continue
+            for start, view in views:
+                if start <= c.byte_offset < start + len(view):
+                    rel = c.byte_offset - start
+                    data = view[rel : rel + c.byte_size]
+                    found[(object_key, c.byte_offset)] = data
+                    self._cache.put((object_key, c.byte_offset), data)
+                    break

@@ -1,0 +1,212 @@
+"""TCP listener: one protocol object per connection, frames read into their own buffers,
+responses written in request order.
+
+Knows nothing of any API's meaning: each frame goes to `dispatch`, which returns the
+response buffers (or None when the client expects no answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from lakelog import metrics
+
+log = logging.getLogger(__name__)
+
+Buffers = Sequence[bytes | bytearray | memoryview]
+Dispatch = Callable[[memoryview, str], Awaitable[Buffers | None]]
+
+
+class CloseConnection(Exception):
+    """Raised by dispatch when the connection must be dropped (malformed input)."""
+
+
+class Connection(asyncio.BufferedProtocol):
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._transport: asyncio.Transport | None = None
+        self._peer = "?"
+        self._size_buf = bytearray(4)
+        self._frame: bytearray | None = None
+        self._filled = 0
+        self._pending: deque[asyncio.Task[Buffers | None]] = deque()
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._paused = False
+        self._closing = False
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+
+    # -- asyncio callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._server.connections.add(self)
+        metrics.connections.inc()
+        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+        if self._server.stopping:
+            transport.pause_reading()
+            self._paused = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._server.connections.discard(self)
+        metrics.connections.dec()
+        self._wakeup.set()
+        self._can_write.set()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is None:
+            return memoryview(self._size_buf)[self._filled :]
+        return memoryview(self._frame)[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._filled += nbytes
+        if self._frame is None:
+            if self._filled < 4:
+                return
+            (size,) = struct.unpack(">i", self._size_buf)
+            if size <= 0 or size > self._server.max_request_bytes:
+                log.warning("closing %s: request size %d outside 1..%d", self._peer, size,
+                            self._server.max_request_bytes)
+                metrics.request_errors_total.labels(api="frame").inc()
+                self.close()
+                return
+            self._frame = bytearray(size)
+            self._filled = 0
+            return
+        if self._filled < len(self._frame):
+            return
+        frame, self._frame, self._filled = self._frame, None, 0
+        if self._closing:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._server.dispatch(memoryview(frame), self._peer)
+        )
+        self._pending.append(task)
+        self._wakeup.set()
+        if len(self._pending) >= self._server.max_inflight and not self._paused:
+            self._transport.pause_reading()  # type: ignore[union-attr]
+            self._paused = True
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    # -- writing in request order
+    async def _write_loop(self) -> None:
+        transport = self._transport
+        assert transport is not None
+        while True:
+            while not self._pending:
+                if self._closing:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            task = self._pending[0]
+            try:
+                parts = await task
+            except CloseConnection as exc:
+                log.warning("closing %s: %s", self._peer, exc)
+                self.close()
+                return
+            except Exception:
+                log.exception("closing %s: request failed", self._peer)
+                self.close()
+                return
+            finally:
+                self._pending.popleft()
+            if self._paused and not self._server.stopping and (
+                len(self._pending) < self._server.max_inflight // 2 + 1
+            ):
+                self._paused = False
+                transport.resume_reading()
+            if parts is None or self._closing:
+                continue
+            await self._can_write.wait()
+            if self._closing:
+                return
+            transport.writelines(parts)
+
+    def stop_reading(self) -> None:
+        if self._transport is not None and not self._paused and not self._closing:
+            self._transport.pause_reading()
+            self._paused = True
+
+    async def drain(self) -> None:
+        """Wait until every request read so far has been answered."""
+        while self._pending and not self._closing:
+            await asyncio.wait([self._pending[-1]])
+            await asyncio.sleep(0)
+
+    def close(self) -> None:
+        self._closing = True
+        for task in self._pending:
+            task.cancel()
+        self._wakeup.set()
+        if self._transport is not None:
+            self._transport.close()
+
+
+class Server:
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        *,
+        max_request_bytes: int,
+        max_inflight: int,
+        max_connections: int,
+    ) -> None:
+        self.dispatch = dispatch
+        self.max_request_bytes = max_request_bytes
+        self.max_inflight = max_inflight
+        self.max_connections = max_connections
+        self.connections: set[Connection] = set()
+        self.stopping = False
+        self._server: asyncio.base_events.Server | None = None
+
+    def _new_connection(self) -> asyncio.BaseProtocol:
+        if len(self.connections) >= self.max_connections:
+            log.warning("refusing connection: %d open", len(self.connections))
+            return _Refuse()
+        return Connection(self)
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, host, port, reuse_address=True, backlog=1024
+        )
+        sock = self._server.sockets[0].getsockname()
+        return sock[0], sock[1]
+
+    def stop_accepting(self) -> None:
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.stop_reading()
+
+    async def drain(self, timeout: float) -> None:
+        waits = [conn.drain() for conn in list(self.connections)]
+        if waits:
+            await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), timeout)
+
+    def close_all(self) -> None:
+        for conn in list(self.connections):
+            conn.close()
+
+
+class _Refuse(asyncio.Protocol):
+    def connection_made(self, transport: Any) -> None:
+        transport.close()

@@ -1,0 +1,250 @@
+"""The broker's WAL writer: one active buffer shared by every partition and connection.
+
+A buffer is sealed on size or time, uploaded as one object (uploads run in parallel), then
+committed to the batch coordinator strictly in seal order. Each appended batch gets a
+future that completes only after both the upload and the commit succeeded; a failure of
+either fails exactly the batches of that object with a retriable error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from lakelog import metrics
+from lakelog.coordinator.interface import (
+    BatchCoordinator,
+    CommitBatch,
+    CommitBatchResult,
+    TimestampType,
+)
+from lakelog.errors import ErrorCode
+from lakelog.protocol.records import BatchHeader
+from lakelog.storage.keys import new_wal_key
+from lakelog.storage.store import ObjectStorage
+from lakelog.storage.wal import build_wal
+
+log = logging.getLogger(__name__)
+
+RETRIABLE_FAILURE = ErrorCode.kafka_storage_error
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    topic_id: UUID
+    partition: int
+    data: memoryview | bytes
+    header: BatchHeader
+    timestamp_type: TimestampType
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedObject:
+    """What listeners learn after a commit: the object's accepted batches and their bytes."""
+
+    object_key: str
+    batches: Sequence[tuple[AppendRequest, CommitBatchResult, int]]
+    """(request, result, byte offset in the object) for every accepted batch."""
+
+
+@dataclass
+class _Buffer:
+    entries: list[AppendRequest] = field(default_factory=list)
+    futures: list[asyncio.Future[CommitBatchResult]] = field(default_factory=list)
+    size: int = 0
+    first_at: float = 0.0
+
+
+class WalWriter:
+    def __init__(
+        self,
+        storage: ObjectStorage,
+        coordinator: BatchCoordinator,
+        *,
+        broker_id: int,
+        broker_epoch: Callable[[], int],
+        max_buffer_bytes: int,
+        commit_interval_ms: int,
+        max_sealed_buffers: int,
+        on_commit: Callable[[CommittedObject], None],
+    ) -> None:
+        self._storage = storage
+        self._coordinator = coordinator
+        self._broker_id = broker_id
+        self._broker_epoch = broker_epoch
+        self._max_bytes = max_buffer_bytes
+        self._interval_s = commit_interval_ms / 1000
+        self._max_sealed = max_sealed_buffers
+        self._on_commit = on_commit
+        self._active = _Buffer()
+        self._timer: asyncio.TimerHandle | None = None
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(max_sealed_buffers)
+        self._previous_commit: asyncio.Future[None] | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ appending
+    async def append(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[asyncio.Future[CommitBatchResult]]:
+        """Queue batches for the next object. Waits while the pipeline of sealed buffers is
+        full (back-pressure): memory stays bounded by buffer size x pipeline depth."""
+        if self._closed:
+            raise RuntimeError("WAL writer is closed")
+        size = sum(len(r.data) for r in requests)
+        if self._active.size and self._active.size + size > self._max_bytes:
+            await self._seal()
+        # A seal may have waited: by now another request may have filled the new buffer.
+        while self._active.size and self._active.size + size > self._max_bytes:
+            await self._seal()
+        loop = asyncio.get_running_loop()
+        buffer = self._active
+        if not buffer.entries:
+            buffer.first_at = time.monotonic()
+            self._timer = loop.call_later(self._interval_s, self._seal_on_timer, buffer)
+        futures = []
+        for request in requests:
+            future: asyncio.Future[CommitBatchResult] = loop.create_future()
+            buffer.entries.append(request)
+            buffer.futures.append(future)
+            futures.append(future)
+        buffer.size += size
+        metrics.wal_buffer_bytes.set(buffer.size)
+        if buffer.size >= self._max_bytes:
+            await self._seal()
+        return futures
+
+    def _seal_on_timer(self, buffer: _Buffer) -> None:
+        if buffer is self._active and buffer.entries:
+            task = asyncio.get_running_loop().create_task(self._seal())
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+
+    async def _seal(self) -> None:
+        buffer = self._active
+        if not buffer.entries:
+            return
+        self._active = _Buffer()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        metrics.wal_buffer_bytes.set(0)
+        # Fix the commit order now, before any await: seal order is commit order.
+        loop = asyncio.get_running_loop()
+        previous = self._previous_commit
+        done: asyncio.Future[None] = loop.create_future()
+        self._previous_commit = done
+        await self._slots.acquire()
+        task = loop.create_task(self._write(buffer, previous, done))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+        metrics.wal_buffers_in_flight.inc()
+
+    # ------------------------------------------------------------------ upload + commit
+    async def _write(
+        self,
+        buffer: _Buffer,
+        previous: asyncio.Future[None] | None,
+        done: asyncio.Future[None],
+    ) -> None:
+        try:
+            key = new_wal_key()
+            wal = build_wal(
+                [
+                    (r.topic_id, r.partition, r.data, r.header.record_count, r.header.producer_id,
+                     r.header.producer_epoch, r.header.base_sequence)
+                    for r in buffer.entries
+                ]
+            )
+            uploaded = True
+            try:
+                await self._storage.put(key, wal.parts)
+            except Exception:
+                log.exception("WAL upload of %s failed; failing %d batches", key,
+                              len(buffer.entries))
+                metrics.wal_commit_failures_total.labels(stage="upload").inc()
+                uploaded = False
+            if previous is not None:
+                await asyncio.shield(previous)
+            if not uploaded:
+                self._fail(buffer)
+                return
+            await self._commit(key, wal.size, wal.placements, buffer)
+        finally:
+            if not done.done():
+                done.set_result(None)
+            self._slots.release()
+            metrics.wal_buffers_in_flight.dec()
+
+    async def _commit(
+        self,
+        key: str,
+        size: int,
+        placements: Sequence[tuple[int, int]],
+        buffer: _Buffer,
+    ) -> None:
+        batches = [
+            CommitBatch(
+                topic_id=r.topic_id,
+                partition=r.partition,
+                byte_offset=offset,
+                byte_size=length,
+                record_count=r.header.record_count,
+                base_timestamp=r.header.base_timestamp,
+                max_timestamp=r.header.max_timestamp,
+                timestamp_type=r.timestamp_type,
+                producer_id=r.header.producer_id,
+                producer_epoch=r.header.producer_epoch,
+                base_sequence=r.header.base_sequence,
+                is_transactional=r.header.is_transactional,
+            )
+            for r, (offset, length) in zip(buffer.entries, placements, strict=True)
+        ]
+        try:
+            results = await self._coordinator.commit_file(
+                key, self._broker_id, self._broker_epoch(), size, batches
+            )
+        except Exception:
+            log.exception("commit of %s failed; failing %d batches", key, len(batches))
+            metrics.wal_commit_failures_total.labels(stage="commit").inc()
+            self._fail(buffer)
+            return
+        metrics.wal_objects_total.inc()
+        accepted = [
+            (request, result, offset)
+            for request, result, (offset, _) in zip(buffer.entries, results, placements,
+                                                    strict=True)
+            if result.error == ErrorCode.none and not result.is_duplicate
+        ]
+        try:
+            self._on_commit(CommittedObject(key, accepted))
+        except Exception:
+            log.exception("commit listener failed for %s", key)
+        for future, result in zip(buffer.futures, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+
+    @staticmethod
+    def _fail(buffer: _Buffer) -> None:
+        for future in buffer.futures:
+            if not future.done():
+                future.set_result(CommitBatchResult(error=RETRIABLE_FAILURE))
+
+    # ------------------------------------------------------------------ shutdown
+    async def flush(self) -> None:
+        """Seal the active buffer and wait until every sealed buffer is committed."""
+        await self._seal()
+        while self._in_flight:
+            await asyncio.gather(*list(self._in_flight), return_exceptions=True)
+
+    async def close(self) -> None:
+        await self.flush()
+        self._closed = True
+        if self._timer is not None:
+            with contextlib.suppress(Exception):
+                self._timer.cancel()

@@ -1,0 +1,104 @@
+"""Topic configs: which names exist, their defaults, validation, and the effective values
+the produce and retention paths use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lakelog.config import Settings
+from lakelog.coordinator.interface import TimestampType, TopicInfo
+
+TIMESTAMP_TYPES = {"CreateTime": TimestampType.CREATE_TIME,
+                   "LogAppendTime": TimestampType.LOG_APPEND_TIME}
+CLEANUP_POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
+
+
+def _int(min_value: int) -> object:
+    def check(value: str) -> str | None:
+        try:
+            number = int(value)
+        except ValueError:
+            return "must be an integer"
+        return None if number >= min_value else f"must be >= {min_value}"
+
+    return check
+
+
+def _choice(choices: set[str] | dict[str, object]) -> object:
+    def check(value: str) -> str | None:
+        return None if value.replace(" ", "") in choices else f"must be one of {sorted(choices)}"
+
+    return check
+
+
+# name -> validator; the configs that change behaviour here. Others Kafka knows are accepted
+# and stored so tools that set them keep working (listed in ACCEPTED).
+VALIDATORS = {
+    "retention.ms": _int(-1),
+    "retention.bytes": _int(-1),
+    "max.message.bytes": _int(0),
+    "message.timestamp.type": _choice(TIMESTAMP_TYPES),
+    "cleanup.policy": _choice(CLEANUP_POLICIES),
+    "delete.retention.ms": _int(0),
+}
+ACCEPTED = {
+    "segment.bytes", "segment.ms", "min.insync.replicas", "compression.type",
+    "unclean.leader.election.enable", "min.compaction.lag.ms", "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio", "flush.messages", "flush.ms", "index.interval.bytes",
+    "message.downconversion.enable", "preallocate", "segment.index.bytes",
+    "segment.jitter.ms", "file.delete.delay.ms", "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas", "local.retention.ms", "local.retention.bytes",
+    "message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms", "remote.storage.enable",
+}
+
+
+def defaults(settings: Settings) -> dict[str, str]:
+    """Broker-level defaults, reported by DescribeConfigs for configs a topic did not set."""
+    return {
+        "retention.ms": str(settings.log_retention_ms),
+        "retention.bytes": str(settings.log_retention_bytes),
+        "max.message.bytes": str(settings.message_max_bytes),
+        "message.timestamp.type": "CreateTime",
+        "cleanup.policy": "delete",
+        "delete.retention.ms": str(24 * 3600 * 1000),
+        "segment.bytes": str(1024 * 1024 * 1024),
+        "min.insync.replicas": "1",
+        "compression.type": "producer",
+    }
+
+
+def validate(configs: Mapping[str, str | None]) -> str | None:
+    """The first problem with the given topic configs, or None."""
+    for name, value in configs.items():
+        if name in VALIDATORS:
+            if value is None:
+                return f"{name}: a value is required"
+            problem = VALIDATORS[name](value)  # type: ignore[operator]
+            if problem:
+                return f"{name}: {problem}"
+        elif name not in ACCEPTED:
+            return f"unknown topic config {name}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveConfig:
+    retention_ms: int
+    retention_bytes: int
+    max_message_bytes: int
+    timestamp_type: TimestampType
+    cleanup_policy: str
+
+
+def effective(topic: TopicInfo, settings: Settings) -> EffectiveConfig:
+    merged = {**defaults(settings), **topic.configs}
+    return EffectiveConfig(
+        retention_ms=int(merged["retention.ms"]),
+        retention_bytes=int(merged["retention.bytes"]),
+        max_message_bytes=int(merged["max.message.bytes"]),
+        timestamp_type=TIMESTAMP_TYPES.get(merged["message.timestamp.type"],
+                                           TimestampType.CREATE_TIME),
+        cleanup_policy=merged["cleanup.policy"].replace(" ", ""),
+    )

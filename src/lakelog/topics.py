@@ -1,0 +1,70 @@
+"""A short-lived in-process view of topic metadata, so hot paths don't ask the database for
+every request. Admin changes made through this broker invalidate it at once; changes made
+by other brokers show up within `ttl_s`."""
+
+from __future__ import annotations
+
+import time
+from uuid import UUID
+
+from lakelog.coordinator.interface import BatchCoordinator, TopicInfo
+
+
+class TopicCache:
+    def __init__(self, coordinator: BatchCoordinator, ttl_s: float = 2.0) -> None:
+        self._coordinator = coordinator
+        self._ttl_s = ttl_s
+        self._by_name: dict[str, TopicInfo] = {}
+        self._by_id: dict[UUID, TopicInfo] = {}
+        self._loaded_at = 0.0
+
+    def invalidate(self) -> None:
+        self._loaded_at = 0.0
+
+    async def _refresh(self) -> None:
+        if time.monotonic() - self._loaded_at < self._ttl_s:
+            return
+        topics = await self._coordinator.get_topics(None)
+        self._by_name = {t.name: t for t in topics}
+        self._by_id = {t.topic_id: t for t in topics}
+        self._loaded_at = time.monotonic()
+
+    async def all(self) -> list[TopicInfo]:
+        await self._refresh()
+        return list(self._by_name.values())
+
+    async def get(self, name: str) -> TopicInfo | None:
+        await self._refresh()
+        topic = self._by_name.get(name)
+        if topic is None and self._loaded_at:
+            # A topic created by another broker a moment ago: look once more, fresh.
+            self.invalidate()
+            await self._refresh()
+            topic = self._by_name.get(name)
+        return topic
+
+    async def get_by_id(self, topic_id: UUID) -> TopicInfo | None:
+        await self._refresh()
+        topic = self._by_id.get(topic_id)
+        if topic is None:
+            self.invalidate()
+            await self._refresh()
+            topic = self._by_id.get(topic_id)
+        return topic
+
+
+_LEGAL = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_NAME_LENGTH = 249
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Kafka's topic name rules; None when the name is legal."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"topic name is longer than {MAX_NAME_LENGTH} characters"
+    if not set(name) <= _LEGAL:
+        return "topic name may contain only ASCII letters, digits, '.', '_' and '-'"
+    return None

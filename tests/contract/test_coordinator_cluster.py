@@ -1,0 +1,75 @@
+"""Brokers and their epochs, producer ids, the change token."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from contract_support import OpenInstance, batch, commit, new_topic
+
+from lakelog.coordinator import BatchCoordinator
+from lakelog.errors import ErrorCode
+
+
+async def test_register_and_heartbeat(coordinator: BatchCoordinator) -> None:
+    before = time.time_ns() // 1_000_000
+    e1 = await coordinator.register_broker(1, "az-a", "10.0.0.1", 9092)
+    e2 = await coordinator.register_broker(2, None, "10.0.0.2", 9093)
+    e1_again = await coordinator.register_broker(1, "az-b", "10.0.0.9", 9094)
+    assert e1 < e2 < e1_again
+
+    brokers = await coordinator.list_brokers(before)
+    assert [(b.broker_id, b.broker_epoch, b.rack, b.host, b.port) for b in brokers] == [
+        (1, e1_again, "az-b", "10.0.0.9", 9094),
+        (2, e2, None, "10.0.0.2", 9093),
+    ]
+    assert all(b.last_heartbeat >= before for b in brokers)
+
+    assert await coordinator.heartbeat_broker(1, e1_again) == ErrorCode.none
+    assert await coordinator.heartbeat_broker(1, e1) == ErrorCode.stale_broker_epoch
+    assert await coordinator.heartbeat_broker(3, 1) == ErrorCode.broker_id_not_registered
+
+
+async def test_list_brokers_filters_on_last_heartbeat(coordinator: BatchCoordinator) -> None:
+    e1 = await coordinator.register_broker(1, None, "h", 1)
+    await coordinator.register_broker(2, None, "h", 2)
+    time.sleep(0.005)
+    cutoff = time.time_ns() // 1_000_000
+    time.sleep(0.005)
+    assert await coordinator.list_brokers(cutoff) == []
+    await coordinator.heartbeat_broker(1, e1)
+    [alive] = await coordinator.list_brokers(cutoff)
+    assert alive.broker_id == 1
+    assert alive.last_heartbeat >= cutoff
+
+
+async def test_epochs_grow_across_instances(open_instance: OpenInstance) -> None:
+    a, b = await open_instance(), await open_instance()
+    epochs = [await (a if i % 2 else b).register_broker(5, None, "h", 1) for i in range(6)]
+    assert epochs == sorted(set(epochs))
+    assert await a.heartbeat_broker(5, epochs[-1]) == ErrorCode.none
+    assert await b.heartbeat_broker(5, epochs[-2]) == ErrorCode.stale_broker_epoch
+
+
+async def test_producer_ids_are_never_reused(open_instance: OpenInstance) -> None:
+    a, b = await open_instance(), await open_instance()
+    ids = await asyncio.gather(*(x.allocate_producer_id() for x in [a, b] * 20))
+    assert len(set(ids)) == 40
+    assert min(ids) >= 0
+
+
+async def test_change_token(open_instance: OpenInstance) -> None:
+    a, b = await open_instance(), await open_instance()
+    t = await new_topic(a)
+    token_a, token_b = await a.change_token(), await b.change_token()
+    assert await a.change_token() == token_a  # reads change nothing
+    await a.get_topics()
+    assert await a.change_token() == token_a
+
+    await commit(a, [batch(t)])
+    assert await a.change_token() != token_a  # its own commit
+    assert await b.change_token() != token_b  # another instance's commit
+    token_a, token_b = await a.change_token(), await b.change_token()
+    await commit(b, [batch(t)])
+    assert await a.change_token() != token_a
+    assert await b.change_token() != token_b

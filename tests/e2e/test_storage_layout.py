@@ -1,0 +1,180 @@
+"""What the broker leaves on disk after a produce: the coordinator's SQLite file and the
+`objects/wal/<uuid7>` objects agree, and each acknowledged batch sits, whole and intact, at
+the byte range the coordinator records for it.
+
+Read with the coordinator's public API and plain file reads, as an operator's tool would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from e2e_fixtures import BrokerFactory
+from e2e_harness import BrokerProcess, create_topic, now_ms
+from e2e_wire import parse_batch_header, parse_records
+
+PARTITIONS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes
+    timestamp: int
+
+
+def produce(bootstrap: str, topic: str, count: int, codec: str, start: int) -> list[Delivered]:
+    """confluent-kafka, acks=all; returns what each delivery report acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "compression.type": codec,
+            "linger.ms": 20,
+            "batch.size": 16 * 1024,
+        }
+    )
+    out: list[Delivered] = []
+    errors: list[str] = []
+    base_ts = now_ms() - 10_000
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            out.append(
+                Delivered(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
+            )
+
+    for i in range(start, start + count):
+        producer.produce(
+            topic,
+            key=f"key-{i}".encode(),
+            value=f"value-{i}-".encode() + bytes(i % 97),
+            partition=i % PARTITIONS,
+            timestamp=base_ts + i,
+            on_delivery=delivered,
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:5]
+    return out
+
+
+async def _inspect(sqlite_path: str, topic: str) -> tuple[Any, dict[int, Any], list[str]]:
+    from lakelog.coordinator import open_coordinator
+    from lakelog.coordinator.interface import FindBatchesRequest
+
+    coordinator = open_coordinator("sqlite:///" + sqlite_path)
+    await coordinator.start()
+    try:
+        (info,) = await coordinator.get_topics([topic])
+        results = await coordinator.find_batches(
+            [FindBatchesRequest(info.topic_id, p, 0, 1 << 40) for p in range(PARTITIONS)]
+        )
+        files = await coordinator.list_files()
+        return info, dict(enumerate(results)), files
+    finally:
+        await coordinator.close()
+
+
+def inspect(broker: BrokerProcess, topic: str) -> tuple[Any, dict[int, Any], list[str]]:
+    return asyncio.run(asyncio.wait_for(_inspect(str(broker.sqlite_path), topic), 60))
+
+
+def check_layout(
+    broker: BrokerProcess, topic: str, delivered: list[Delivered]
+) -> dict[int, list[tuple[str, int, int, int, int]]]:
+    """Every check of the module; returns each partition's coordinates for comparison."""
+    from lakelog.errors import ErrorCode
+
+    acked = {(d.partition, d.offset): d for d in delivered}
+    assert len(acked) == len(delivered), "two records acknowledged at the same offset"
+    info, results, files = inspect(broker, topic)
+    assert info.name == topic and info.num_partitions == PARTITIONS
+
+    on_disk = broker.wal_objects()
+    referenced: set[str] = set()
+    coordinates: dict[int, list[tuple[str, int, int, int, int]]] = {}
+    for p in range(PARTITIONS):
+        result = results[p]
+        assert result.error == ErrorCode.none, result
+        want_high = sum(1 for d in delivered if d.partition == p)
+        assert (result.log_start_offset, result.high_watermark) == (0, want_high)
+        batches = list(result.batches)
+        assert batches, f"partition {p}: no batches"
+        coordinates[p] = [
+            (b.object_key, b.byte_offset, b.byte_size, b.base_offset, b.last_offset)
+            for b in batches
+        ]
+
+        next_offset = 0
+        for b in batches:
+            where = f"partition {p} batch {b.base_offset}..{b.last_offset} in {b.object_key}"
+            assert b.base_offset == next_offset, f"{where}: expected base {next_offset}"
+            next_offset = b.last_offset + 1
+
+            prefix, _, name = b.object_key.partition("/")
+            assert prefix == "wal", f"{where}: produce objects live under wal/"
+            assert uuid.UUID(name).version == 7, f"{where}: key is not a uuid7"
+            assert b.object_key in on_disk, f"{where}: object missing from objects/wal/"
+            referenced.add(b.object_key)
+
+            with (broker.objects_dir / b.object_key).open("rb") as f:
+                f.seek(b.byte_offset)
+                data = f.read(b.byte_size)
+            assert len(data) == b.byte_size, f"{where}: byte range past the object's end"
+            h = parse_batch_header(data)
+            assert h.magic == 2, f"{where}: magic {h.magic}"
+            assert h.crc_ok, f"{where}: CRC32C does not match the stored bytes"
+            assert h.size == b.byte_size, f"{where}: batchLength+12={h.size} != {b.byte_size}"
+            assert h.records_count == h.last_offset_delta + 1 == b.last_offset - b.base_offset + 1
+            assert h.base_offset in (0, b.base_offset), (
+                f"{where}: stored baseOffset {h.base_offset}"
+            )
+            assert (h.base_timestamp, h.max_timestamp) == (b.base_timestamp, b.max_timestamp)
+            assert h.producer_id == b.producer_id
+
+            # What the client was told sits at each offset is what these bytes hold.
+            for delta in range(h.records_count):
+                d = acked.get((p, b.base_offset + delta))
+                assert d is not None, f"{where}: offset {b.base_offset + delta} never acked"
+                assert h.base_timestamp <= d.timestamp <= h.max_timestamp, where
+            if h.compression == 0:
+                for rec in parse_records(data):
+                    d = acked[p, b.base_offset + rec.offset_delta]
+                    assert (rec.key, rec.value) == (d.key, d.value), f"{where}: record differs"
+                    assert h.base_timestamp + rec.timestamp_delta == d.timestamp
+        assert next_offset == want_high
+
+    assert referenced <= set(files), "batches point into objects the coordinator does not list"
+    orphans = on_disk - set(files)
+    assert not orphans, f"objects nobody knows about after a clean run: {sorted(orphans)}"
+    return coordinates
+
+
+@pytest.mark.timeout(180)
+def test_acked_batches_are_in_wal_objects(broker_factory: BrokerFactory, topic_name: str) -> None:
+    broker = broker_factory(env={"PRODUCE_COMMIT_INTERVAL_MS": 50})
+    create_topic(broker.bootstrap, topic_name, PARTITIONS)
+    delivered = produce(broker.bootstrap, topic_name, 3000, "none", 0)
+    delivered += produce(broker.bootstrap, topic_name, 1500, "zstd", 3000)
+    compressed = delivered[3000:]
+    assert {d.offset for d in compressed if d.partition == 0}, "zstd round acked nothing"
+
+    live = check_layout(broker, topic_name, delivered)
+    assert len({key for coords in live.values() for key, *_ in coords}) >= 2, (
+        "two produce rounds with a flush between them should make at least two objects"
+    )
+
+    # Graceful shutdown changes nothing on disk: the same coordinates after SIGTERM.
+    assert broker.terminate() == 0 and not broker.needed_sigkill
+    assert check_layout(broker, topic_name, delivered) == live

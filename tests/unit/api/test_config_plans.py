@@ -1,0 +1,101 @@
+"""Describe entries and alter plans for topic configs (the pure half of api/configs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakelog.api.configs import (
+    AlterOp,
+    ConfigProblem,
+    ConfigSource,
+    ConfigType,
+    broker_entries,
+    plan_incremental,
+    plan_replace,
+    topic_defaults,
+    topic_entries,
+)
+from lakelog.config import Settings
+from lakelog.errors import ErrorCode
+from lakelog.topic_config import ACCEPTED, VALIDATORS
+
+
+def test_every_known_config_is_described() -> None:
+    names = [e.name for e in topic_entries({}, Settings())]
+    assert names == sorted(names)
+    assert set(names) >= set(VALIDATORS) | ACCEPTED
+
+
+def test_defaults_versus_overrides() -> None:
+    settings = Settings()
+    entries = {e.name: e for e in topic_entries({"retention.ms": "1234"}, settings)}
+    own = entries["retention.ms"]
+    assert (own.value, own.source) == ("1234", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert [s.name for s in own.synonyms] == ["retention.ms", "log.retention.ms"]
+    policy = entries["cleanup.policy"]
+    assert (policy.value, policy.source) == ("delete", ConfigSource.DEFAULT_CONFIG)
+    assert policy.config_type == ConfigType.LIST
+    assert not policy.read_only
+    assert entries["max.message.bytes"].value == str(settings.message_max_bytes)
+
+
+def test_broker_setting_shows_as_static_broker_config() -> None:
+    settings = Settings(log_retention_ms=5000)
+    entry = {e.name: e for e in topic_entries({}, settings)}["retention.ms"]
+    assert (entry.value, entry.source) == ("5000", ConfigSource.STATIC_BROKER_CONFIG)
+
+
+def test_broker_entries_are_read_only() -> None:
+    entries = {e.name: e for e in broker_entries(Settings(broker_id=3))}
+    assert entries["broker.id"].value == "3"
+    assert all(e.read_only for e in entries.values())
+
+
+def _fallback() -> dict[str, str]:
+    return topic_defaults(Settings())
+
+
+def test_incremental_set_and_delete() -> None:
+    plan = plan_incremental({"retention.ms": "1"}, _fallback(),
+                            [("retention.ms", AlterOp.DELETE, None),
+                             ("retention.bytes", AlterOp.SET, "100")])
+    assert plan.set_configs == {"retention.bytes": "100"}
+    assert plan.delete_configs == ["retention.ms"]
+
+
+def test_append_and_subtract_start_from_the_default() -> None:
+    plan = plan_incremental({}, _fallback(), [("cleanup.policy", AlterOp.APPEND, "compact")])
+    assert plan.set_configs == {"cleanup.policy": "delete,compact"}
+    plan = plan_incremental({"cleanup.policy": "delete,compact"}, _fallback(),
+                            [("cleanup.policy", AlterOp.SUBTRACT, "delete")])
+    assert plan.set_configs == {"cleanup.policy": "compact"}
+    plan = plan_incremental({"cleanup.policy": "compact"}, _fallback(),
+                            [("cleanup.policy", AlterOp.APPEND, "compact")])
+    assert plan.set_configs == {"cleanup.policy": "compact"}
+
+
+@pytest.mark.parametrize(
+    ("ops", "error"),
+    [
+        ([("retention.ms", AlterOp.APPEND, "1")], ErrorCode.invalid_config),
+        ([("retention.ms", AlterOp.SET, "x")], ErrorCode.invalid_config),
+        ([("cleanup.policy", AlterOp.SUBTRACT, "delete")], ErrorCode.invalid_config),
+        ([("retention.ms", AlterOp.SET, None)], ErrorCode.invalid_request),
+        ([("retention.ms", 9, "1")], ErrorCode.invalid_request),
+        ([("retention.ms", AlterOp.SET, "1"), ("retention.ms", AlterOp.DELETE, None)],
+         ErrorCode.invalid_request),
+        ([("bogus.config", AlterOp.SET, "1")], ErrorCode.invalid_config),
+    ],
+)
+def test_incremental_refusals(ops: list[tuple[str, int, str | None]], error: ErrorCode) -> None:
+    with pytest.raises(ConfigProblem) as info:
+        plan_incremental({}, _fallback(), ops)
+    assert info.value.error == error
+
+
+def test_replace() -> None:
+    assert plan_replace([("retention.ms", "5")]) == {"retention.ms": "5"}
+    with pytest.raises(ConfigProblem):
+        plan_replace([("retention.ms", "-5")])
+    with pytest.raises(ConfigProblem):
+        plan_replace([("retention.ms", None)])
