@@ -3,8 +3,8 @@ table that ApiVersions advertises."""
 
 from lakelog.api import (  # noqa: F401
     admin,
-    configs,
     api_versions,
+    configs,
     fetch,
     metadata,
     offsets,

@@ -111,9 +111,9 @@ def parse_header(frame: memoryview, flexible: bool | None = None) -> RequestHead
 
 
 def decode_body(schema: ApiSchema, frame: memoryview, header: RequestHeader) -> Any:
-    """The kio request object; MalformedRequest when the body does not parse whole."""
+    """The kio request object; MalformedRequest when the body does not parse."""
     try:
-        request, size = schema.read_request(frame.toreadonly(), header.body_offset)
+        request, _size = schema.read_request(frame.toreadonly(), header.body_offset)
     except Exception as exc:
         raise MalformedRequest(f"cannot decode request body: {exc}") from exc
     # Like Kafka, ignore bytes after the body: librdkafka's Metadata v13 carries some.
