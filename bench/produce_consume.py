@@ -345,6 +345,7 @@ def phase_produce(bootstrap: str, topic: str, n: int, value: bytes, queue_mib: i
     mib = n * len(value) / MiB
     return {
         "records": n,
+        "records_in_topic": n + 1,  # the warm-up record too
         "mib": round(mib, 1),
         "seconds": round(elapsed, 3),
         "mib_s": round(mib / elapsed, 1),
@@ -353,7 +354,7 @@ def phase_produce(bootstrap: str, topic: str, n: int, value: bytes, queue_mib: i
 
 
 def phase_consume(bootstrap: str, topic: str, partitions: int, n: int) -> dict:
-    """Read the topic from the beginning (manual assign) until n records arrived."""
+    """Read the topic from the beginning (manual assign) until all n records arrived."""
     c = Consumer(consumer_conf(bootstrap))
     try:
         t0 = time.perf_counter()
@@ -652,7 +653,11 @@ def run_once(broker: Broker, opts: Options, index: int, root: Path) -> dict[str,
             lambda: phase_produce(broker.bootstrap, topic, n, value, opts.queue_mib),
         )
         if prod is not None and "error" not in prod:
-            phase("consume", lambda: phase_consume(broker.bootstrap, topic, opts.partitions, n))
+            in_topic = prod["records_in_topic"]
+            phase(
+                "consume",
+                lambda: phase_consume(broker.bootstrap, topic, opts.partitions, in_topic),
+            )
         phase(
             "paced",
             lambda: phase_paced(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 from e2e_fixtures import BrokerFactory
 from e2e_harness import BrokerProcess, create_topic, wait_until
+from e2e_wire import encode_request
 
 PARTITIONS = 3
 ACKS_PER_ROUND = 1500
@@ -270,3 +271,32 @@ def test_sigterm_mid_stream_is_graceful(broker_factory: BrokerFactory, topic_nam
         after = [a.offset for a in acks if a.partition == p and a.at > ready_at]
         assert before and after
         assert min(after) > max(before)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("client_gone", [False, True], ids=["client-waiting", "client-gone"])
+def test_sigterm_with_pending_long_poll_fetch(
+    broker_factory: BrokerFactory, topic_name: str, client_gone: bool
+) -> None:
+    """A Fetch waiting for data (max_wait 10 s at the high watermark) must not outlive the
+    coordinator: SIGTERM still exits 0 promptly and logs no traceback, whether the fetching
+    client is still connected or already went away."""
+    from e2e_wire import WireClient, fetch_v4
+
+    broker: BrokerProcess = broker_factory()
+    create_topic(broker.bootstrap, topic_name, 1)
+    client = WireClient(broker.port)
+    try:
+        client.send_raw(encode_request(1, 4, 1, fetch_v4(topic_name, 0, 0, max_wait_ms=10_000)))
+        time.sleep(0.5)  # the fetch is parked in the broker, waiting for records
+        if client_gone:
+            client.close()
+        started = time.monotonic()
+        code = broker.terminate(timeout=15)
+        took = time.monotonic() - started
+        print(f"shutdown took {took:.2f}s")
+    finally:
+        client.close()
+    assert not broker.needed_sigkill and code == 0, f"exit code {code}"
+    assert took < 12, f"shutdown took {took:.1f}s"
+    assert not broker.tracebacks(), "\n\n".join(broker.tracebacks())

@@ -50,8 +50,10 @@ async def unordered_topic(coordinator: BatchCoordinator) -> UUID:
 
 async def test_earliest_and_latest(coordinator: BatchCoordinator) -> None:
     t = await unordered_topic(coordinator)
-    assert answer(await offsets_for(coordinator, t, EARLIEST_TIMESTAMP)) == (0, -1)
-    assert answer(await offsets_for(coordinator, t, LATEST_TIMESTAMP)) == (9, -1)
+    earliest = await offsets_for(coordinator, t, EARLIEST_TIMESTAMP)
+    latest = await offsets_for(coordinator, t, LATEST_TIMESTAMP)
+    assert (answer(earliest), answer(latest)) == ((0, -1), (9, -1))
+    assert earliest.batch is None and latest.batch is None
     await coordinator.delete_records([DeleteRecordsRequest(t, 0, 3)])
     assert answer(await offsets_for(coordinator, t, EARLIEST_TIMESTAMP)) == (3, -1)
     empty = await new_topic(coordinator)
@@ -64,6 +66,8 @@ async def test_max_timestamp(coordinator: BatchCoordinator) -> None:
     # The first batch holding the largest timestamp (2-4, not 6-7); its last offset.
     result = await offsets_for(coordinator, t, MAX_TIMESTAMP)
     assert answer(result) == (4, 300)
+    assert result.batch is not None
+    assert (result.batch.base_offset, result.batch.last_offset) == (2, 4)
     empty = await new_topic(coordinator)
     assert answer(await offsets_for(coordinator, empty, MAX_TIMESTAMP)) == (-1, -1)
 

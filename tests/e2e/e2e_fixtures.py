@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
-from e2e_harness import LIVE_BROKERS, BrokerProcess
+from e2e_harness import LIVE_BROKERS, BrokerLogWarning, BrokerProcess
 
 FAST_COMMITS = {"PRODUCE_COMMIT_INTERVAL_MS": 20}
 """Short commit interval: acks come back within tens of ms, so tests stay fast."""
@@ -83,6 +83,12 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
     yield make
     for proc in reversed(started):
         proc.close()
+        warn_tracebacks(proc)
+
+
+def warn_tracebacks(proc: BrokerProcess) -> None:
+    for block in proc.tracebacks():
+        warnings.warn(BrokerLogWarning(f"{proc.log_path}:\n{block}"), stacklevel=1)
 
 
 @pytest.fixture
@@ -98,6 +104,7 @@ def shared_broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     proc.start()
     yield proc
     proc.close()
+    warn_tracebacks(proc)
 
 
 @pytest.fixture

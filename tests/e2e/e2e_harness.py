@@ -35,6 +35,10 @@ class BrokerError(RuntimeError):
     """The broker did not start, did not answer, or did not stop."""
 
 
+class BrokerLogWarning(UserWarning):
+    """The broker logged a traceback during a test that otherwise passed."""
+
+
 def free_port() -> int:
     """A port nobody listens on right now (the broker binds it with SO_REUSEADDR)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -280,6 +284,19 @@ class BrokerProcess:
             return self.log_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+    def tracebacks(self) -> list[str]:
+        """Each Python traceback in the log with the line before it: a broker that logs one
+        has a bug even when every client request succeeded."""
+        lines = self.log_text().splitlines()
+        out: list[str] = []
+        for i, line in enumerate(lines):
+            if line.startswith("Traceback (most recent call last)"):
+                end = i + 1
+                while end < len(lines) and (lines[end].startswith(" ") or not lines[end]):
+                    end += 1
+                out.append("\n".join(lines[max(0, i - 1) : end + 1]))
+        return out
 
     def wal_objects(self) -> set[str]:
         """Object keys (`wal/<name>`) present in the local object store right now."""

@@ -137,11 +137,13 @@ def api_versions_v0() -> Any:
     return request_class(18, 0).ApiVersionsRequest()
 
 
-def fetch_v4(topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> Any:
+def fetch_v4(
+    topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait_ms: int = 100
+) -> Any:
     m = request_class(1, 4)
     return m.FetchRequest(
         replica_id=m.BrokerId(-1),
-        max_wait=datetime.timedelta(milliseconds=100),
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
         min_bytes=m.i32(1),
         max_bytes=m.i32(max_bytes),
         isolation_level=m.i8(0),

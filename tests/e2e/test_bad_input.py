@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_fixtures import FAST_COMMITS
+from e2e_fixtures import FAST_COMMITS, warn_tracebacks
 from e2e_harness import BrokerProcess, api_versions_roundtrip, create_topic, now_ms
 from e2e_wire import (
     WireClient,
@@ -72,6 +72,7 @@ def bad_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProce
         yield proc
     finally:
         proc.close()
+        warn_tracebacks(proc)
 
 
 def still_serves(broker: BrokerProcess) -> None:

@@ -209,7 +209,8 @@ class ListOffsetsResult:
     Precisely: `offset` is max(base offset, log start) and `timestamp` the batch's max
     timestamp, an upper bound for the record found; on LogAppendTime batches the commit
     time stands for the max timestamp (here, for MAX_TIMESTAMP and for retention).
-    `batch` is set only for T >= 0."""
+    `batch` is set for T >= 0 and for MAX_TIMESTAMP (the caller may narrow that to the
+    record holding the largest timestamp), never for EARLIEST/LATEST."""
 
     error: ErrorCode
     offset: int = -1

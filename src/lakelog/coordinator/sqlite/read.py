@@ -149,7 +149,9 @@ def _max_timestamp(conn: sqlite3.Connection, part: PartitionRow) -> ListOffsetsR
             f" ORDER BY {BATCH_TIMESTAMP_SQL} DESC, b.last_offset LIMIT 1",
             key,
         ).fetchone()
-    return ListOffsetsResult(ErrorCode.none, offset=row[4], timestamp=_timestamp_of(row))
+    return ListOffsetsResult(
+        ErrorCode.none, offset=row[4], timestamp=_timestamp_of(row), batch=coordinate(row)
+    )
 
 
 def _timestamp_of(row: tuple[Any, ...]) -> int:

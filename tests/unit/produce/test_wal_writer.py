@@ -1,0 +1,203 @@
+"""The WAL writer against a real SQLite coordinator and a real (memory) object store, with
+fault-injection wrappers for failed uploads and commits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakelog.coordinator import CreateTopicRequest, FindBatchesRequest, open_coordinator
+from lakelog.coordinator.interface import BatchCoordinator, TimestampType
+from lakelog.errors import ErrorCode
+from lakelog.produce.wal_writer import AppendRequest, CommittedObject, WalWriter
+from lakelog.protocol.records import split_batches, validate
+from lakelog.storage.store import ObjectStorage
+from lakelog.storage.wal import read_footer
+from tests.support.batches import build_batch
+
+
+class FlakyStorage:
+    """Fails the puts whose index is in `fail_puts`; can hold puts until released."""
+
+    def __init__(self, inner: ObjectStorage, fail_puts: Sequence[int] = ()) -> None:
+        self.inner = inner
+        self.fail_puts = set(fail_puts)
+        self.puts = 0
+        self.gate: asyncio.Event | None = None
+
+    async def put(self, key: str, parts: Any) -> None:
+        index = self.puts
+        self.puts += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        if index in self.fail_puts:
+            raise OSError("injected upload failure")
+        await self.inner.put(key, parts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class FlakyCoordinator:
+    def __init__(self, inner: BatchCoordinator, fail_commits: Sequence[int] = ()) -> None:
+        self.inner = inner
+        self.fail_commits = set(fail_commits)
+        self.commits: list[str] = []
+
+    async def commit_file(self, key: str, *args: Any) -> Any:
+        index = len(self.commits)
+        self.commits.append(key)
+        if index in self.fail_commits:
+            raise OSError("injected commit failure")
+        return await self.inner.commit_file(key, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+async def coordinator(tmp_path: Path) -> AsyncIterator[BatchCoordinator]:
+    coord = open_coordinator(f"sqlite:///{tmp_path}/c.sqlite3")
+    await coord.start()
+    yield coord
+    await coord.close()
+
+
+async def _topic(coordinator: BatchCoordinator) -> Any:
+    [result] = await coordinator.create_topics([CreateTopicRequest("t", 2, 1)])
+    return result.topic_id
+
+
+def _request(topic_id: Any, partition: int, value: bytes, **kw: Any) -> AppendRequest:
+    data = build_batch([(b"k", value)], **kw)
+    view = next(split_batches(data))
+    return AppendRequest(topic_id, partition, view, validate(view), TimestampType.CREATE_TIME)
+
+
+def _writer(storage: Any, coordinator: Any, committed: list[CommittedObject],
+            **kw: Any) -> WalWriter:
+    options = {"max_buffer_bytes": 1 << 20, "commit_interval_ms": 20, "max_sealed_buffers": 2}
+    options.update(kw)
+    return WalWriter(storage, coordinator, broker_id=0, broker_epoch=lambda: -1,
+                     on_commit=committed.append, **options)
+
+
+async def test_batches_committed_with_dense_offsets_and_footer(
+    coordinator: BatchCoordinator,
+) -> None:
+    storage = ObjectStorage.from_url("memory://")
+    topic_id = await _topic(coordinator)
+    committed: list[CommittedObject] = []
+    writer = _writer(storage, coordinator, committed)
+    futures = await writer.append([_request(topic_id, p % 2, b"v%d" % p) for p in range(6)])
+    results = await asyncio.gather(*futures)
+    assert [r.error for r in results] == [ErrorCode.none] * 6
+    assert [r.base_offset for r in results] == [0, 0, 1, 1, 2, 2]
+    [obj] = committed
+    assert obj.object_key.startswith("wal/")
+    entries = read_footer(bytes(await storage.get(obj.object_key)))
+    assert len(entries) == 6
+    [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 0, 0, 1 << 20)])
+    assert [b.base_offset for b in found.batches] == [0, 1, 2]
+    await writer.close()
+
+
+async def test_upload_failure_fails_only_that_object(coordinator: BatchCoordinator) -> None:
+    storage = FlakyStorage(ObjectStorage.from_url("memory://"), fail_puts=[0])
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, coordinator, [], max_buffer_bytes=1)  # one object per append
+    first = await writer.append([_request(topic_id, 0, b"a")])
+    second = await writer.append([_request(topic_id, 0, b"b")])
+    [r1] = await asyncio.gather(*first)
+    [r2] = await asyncio.gather(*second)
+    assert r1.error == ErrorCode.kafka_storage_error and r1.error.retriable
+    assert r2.error == ErrorCode.none and r2.base_offset == 0  # no offset used by the failure
+    await writer.close()
+
+
+async def test_commit_failure_fails_only_that_object(coordinator: BatchCoordinator) -> None:
+    storage = ObjectStorage.from_url("memory://")
+    flaky = FlakyCoordinator(coordinator, fail_commits=[0])
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, flaky, [], max_buffer_bytes=1)
+    first = await writer.append([_request(topic_id, 0, b"a")])
+    second = await writer.append([_request(topic_id, 0, b"b")])
+    [r1] = await asyncio.gather(*first)
+    [r2] = await asyncio.gather(*second)
+    assert r1.error == ErrorCode.kafka_storage_error
+    assert r2.error == ErrorCode.none and r2.base_offset == 0
+    await writer.close()
+
+
+async def test_commits_follow_seal_order_even_when_uploads_finish_out_of_order(
+    coordinator: BatchCoordinator,
+) -> None:
+    storage = FlakyStorage(ObjectStorage.from_url("memory://"))
+    flaky = FlakyCoordinator(coordinator)
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, flaky, [], max_buffer_bytes=1, max_sealed_buffers=4)
+    slow_first = asyncio.Event()
+    original_put = storage.put
+
+    async def put(key: str, parts: Any) -> None:
+        if storage.puts == 0:
+            storage.puts += 1
+            await slow_first.wait()
+            await storage.inner.put(key, parts)
+            return
+        await original_put(key, parts)
+
+    storage.put = put  # type: ignore[method-assign]
+    f1 = await writer.append([_request(topic_id, 0, b"first")])
+    f2 = await writer.append([_request(topic_id, 0, b"second")])
+    await asyncio.sleep(0.05)
+    assert not f2[0].done()  # uploaded, but waits for the first object's commit
+    slow_first.set()
+    r1, r2 = (await asyncio.gather(*f1))[0], (await asyncio.gather(*f2))[0]
+    assert (r1.base_offset, r2.base_offset) == (0, 1)
+    await writer.close()
+
+
+async def test_back_pressure_bounds_sealed_buffers(coordinator: BatchCoordinator) -> None:
+    storage = FlakyStorage(ObjectStorage.from_url("memory://"))
+    storage.gate = asyncio.Event()
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, coordinator, [], max_buffer_bytes=1, max_sealed_buffers=2)
+    await writer.append([_request(topic_id, 0, b"1")])
+    await writer.append([_request(topic_id, 0, b"2")])
+    third = asyncio.create_task(writer.append([_request(topic_id, 0, b"3")]))
+    await asyncio.sleep(0.05)
+    assert not third.done()  # two objects in flight: the third append waits
+    storage.gate.set()
+    futures = await asyncio.wait_for(third, 5)
+    [r3] = await asyncio.gather(*futures)
+    assert r3.base_offset == 2
+    await writer.close()
+
+
+async def test_time_based_seal(coordinator: BatchCoordinator) -> None:
+    storage = ObjectStorage.from_url("memory://")
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, coordinator, [], commit_interval_ms=30)
+    futures = await writer.append([_request(topic_id, 1, b"x")])
+    [result] = await asyncio.wait_for(asyncio.gather(*futures), 5)
+    assert result.error == ErrorCode.none
+    await writer.close()
+
+
+async def test_duplicate_batch_gets_original_offset(coordinator: BatchCoordinator) -> None:
+    storage = ObjectStorage.from_url("memory://")
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, coordinator, [], max_buffer_bytes=1)
+    batch = dict(producer_id=5, producer_epoch=0, base_sequence=0)
+    [first] = await asyncio.gather(*await writer.append([_request(topic_id, 0, b"a", **batch)]))
+    [again] = await asyncio.gather(*await writer.append([_request(topic_id, 0, b"a", **batch)]))
+    assert again.is_duplicate and again.base_offset == first.base_offset == 0
+    gap = dict(producer_id=5, producer_epoch=0, base_sequence=3)
+    [bad] = await asyncio.gather(*await writer.append([_request(topic_id, 0, b"c", **gap)]))
+    assert bad.error == ErrorCode.out_of_order_sequence_number
+    await writer.close()
