@@ -44,6 +44,8 @@ BROKER_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": 
 STALL_S = 30.0  # no progress for this long fails a phase instead of hanging the bench
 OBJECT_BYTES = 8 * MiB  # the broker's default WAL object size (produce.buffer.max.bytes)
 RAW_PARALLEL = 4
+RAW_REPEATS = 3  # raw figures: best of this many tries
+NOISY_PCT = 20  # other processes' CPU (% of one core) above which a phase is flagged
 LOG_LEVEL = 3  # librdkafka: errors only; its per-reconnect INFO lines drown the table
 
 
@@ -90,9 +92,38 @@ def _die_with_parent() -> None:
 
 
 def client_cpu() -> float:
-    """This process's CPU seconds (user + system), librdkafka threads included."""
+    """The bench's CPU seconds: librdkafka threads and reaped helper children included."""
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def machine_busy_cpu() -> float:
+    """CPU seconds the whole machine was busy (user+nice+system+irq+softirq).
+
+    irq/softirq stay in: loopback traffic is softirq time in /proc/stat but is charged
+    to the sending process's own times (measured), so leaving it out goes negative.
+    """
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+    return (user + nice + system + irq + softirq) / CLK_TCK
+
+
+def kernel_threads_cpu() -> float:
+    """CPU seconds of kernel threads (children of kthreadd): page-cache writeback of the
+    bench's own data runs there, so it must not count as foreign load."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if fields[1] == "2" or entry.name == "2":  # ppid 2 = kthreadd's children
+            total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
 
 
 def log(msg: str) -> None:
@@ -197,15 +228,29 @@ class Broker:
 
 
 @contextmanager
-def broker_cpu(broker: Broker, into: dict[str, Any], key: str) -> Iterator[None]:
-    """Record broker and client CPU seconds spent inside the block."""
-    b0, c0 = broker.cpu_seconds(), client_cpu()
+def cpu_account(broker: Broker, into: dict[str, Any]) -> Iterator[None]:
+    """Record broker, bench and other processes' CPU seconds spent inside the block.
+
+    Other processes (e.g. a test suite) share the 2 cores: their CPU share says whether a
+    phase's figures are trustworthy. Kernel threads are counted apart.
+    """
+    b0, c0, m0, k0 = broker.cpu_seconds(), client_cpu(), machine_busy_cpu(), kernel_threads_cpu()
+    t0 = time.monotonic()
     try:
         yield
     finally:
+        wall = time.monotonic() - t0
+        client = client_cpu() - c0
+        into["wall_s"] = round(wall, 3)
+        into["client_cpu_s"] = round(client, 3)
         if broker.alive():
-            into[f"{key}broker_cpu_s"] = round(broker.cpu_seconds() - b0, 3)
-        into[f"{key}client_cpu_s"] = round(client_cpu() - c0, 3)
+            b = broker.cpu_seconds() - b0
+            k = kernel_threads_cpu() - k0
+            into["broker_cpu_s"] = round(b, 3)
+            into["kernel_threads_cpu_s"] = round(k, 3)
+            other = max(0.0, machine_busy_cpu() - m0 - b - client - k)
+            into["other_cpu_s"] = round(other, 3)
+            into["other_cpu_pct"] = round(100.0 * other / wall, 1) if wall > 0 else None
 
 
 # ---------------------------------------------------------------- Kafka clients
@@ -354,16 +399,25 @@ def phase_produce(bootstrap: str, topic: str, n: int, value: bytes, queue_mib: i
 
 
 def phase_consume(bootstrap: str, topic: str, partitions: int, n: int) -> dict:
-    """Read the topic from the beginning (manual assign) until all n records arrived."""
+    """Read the topic from the beginning (manual assign) until all n records arrived.
+
+    Timed from the first record: librdkafka waits ~0.5 s after assign() before its first
+    ListOffsets (its offset-query backoff), a fixed client cost reported separately.
+    """
     c = Consumer(consumer_conf(bootstrap))
     try:
         t0 = time.perf_counter()
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         got = nbytes = errors = 0
         first_error: str | None = None
+        t_first: float | None = None
+        first_bytes = 0  # bytes of the first consume() answer: they arrived before t_first
         last_change = time.monotonic()
         while got < n:
             msgs = c.consume(num_messages=10_000, timeout=0.5)
+            if msgs and t_first is None:
+                t_first = time.perf_counter()
+                first_bytes = -1
             if not msgs:
                 if time.monotonic() - last_change > STALL_S:
                     raise BenchError(
@@ -382,16 +436,23 @@ def phase_consume(bootstrap: str, topic: str, partitions: int, n: int) -> dict:
                     continue
                 got += 1
                 nbytes += len(m.value())
-        elapsed = time.perf_counter() - t0
+            if first_bytes < 0:
+                first_bytes = nbytes
+        t_end = time.perf_counter()
     finally:
         c.close()
     if got != n:
         raise BenchError(f"consume: read {got} records, expected {n}")
+    assert t_first is not None
+    streamed = t_end - t_first
+    mib_s = (nbytes - first_bytes) / MiB / streamed if streamed > 0.05 else None
     return {
         "records": got,
         "mib": round(nbytes / MiB, 1),
-        "seconds": round(elapsed, 3),
-        "mib_s": round(nbytes / MiB / elapsed, 1),
+        "seconds": round(t_end - t0, 3),
+        "first_record_s": round(t_first - t0, 3),
+        "mib_s": round(mib_s if mib_s is not None else nbytes / MiB / (t_end - t0), 1),
+        "mib_s_from_assign": round(nbytes / MiB / (t_end - t0), 1),
         "errors": errors,
     }
 
@@ -544,6 +605,9 @@ def raw_store(root: Path, total: int, parallel: int) -> dict[str, float]:
     count = max(1, -(-total // OBJECT_BYTES))
 
     async def go() -> float:
+        # Untimed warm-up: the first puts pay for fresh memory and obstore's runtime.
+        for i in range(4 * parallel):
+            await store.put(f"wal/warm-{i:06d}", parts)
         next_i = 0
 
         async def worker() -> None:
@@ -586,15 +650,48 @@ def raw_files_fsync(root: Path, total: int) -> dict[str, float]:
 
 
 def phase_raw(root: Path, total: int) -> dict[str, Any]:
+    """Run `raw_figures` in a fresh child with the broker's MALLOC_* settings.
+
+    In the bench process itself, after the Kafka phases, glibc handed each 8 MiB put body
+    fresh pages (24 ms a put instead of 2-3 ms): that measured the bench's heap, not storage.
+    """
+    cmd = [sys.executable, __file__, "--raw-only", str(root), "--raw-bytes", str(total)]
+    try:
+        done = subprocess.run(
+            cmd,
+            env=os.environ | BROKER_ENV,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            preexec_fn=_die_with_parent,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BenchError("raw store measurement took over 600 s") from exc
+    if done.returncode != 0:
+        raise BenchError(f"raw store measurement failed: {done.stderr.strip()[-500:]}")
+    return dict(json.loads(done.stdout))
+
+
+def best_of(repeats: int, fn: Callable[[int], dict[str, float]]) -> dict[str, Any]:
+    """The fastest of several tries (a limit is what the machine can do), all kept."""
+    tries = [fn(i) for i in range(repeats)]
+    best = dict(max(tries, key=lambda t: t["mib_s"]))
+    best["all_mib_s"] = [t["mib_s"] for t in tries]
+    return best
+
+
+def raw_figures(root: Path, total: int) -> dict[str, Any]:
     """ObjectStorage (file://) sequential and parallel, plus plain files with fsync."""
     out: dict[str, Any] = {}
     try:
-        out["store_seq"] = raw_store(root / "seq", total, 1)
-        out["store_par"] = raw_store(root / "par", total, RAW_PARALLEL)
+        out["store_seq"] = best_of(RAW_REPEATS, lambda i: raw_store(root / f"s{i}", total, 1))
+        out["store_par"] = best_of(
+            RAW_REPEATS, lambda i: raw_store(root / f"p{i}", total, RAW_PARALLEL)
+        )
     except ImportError as exc:
         out["store_error"] = f"ObjectStorage not importable: {exc}"
     os.sync()
-    out["files_fsync"] = raw_files_fsync(root / "fsync", total)
+    out["files_fsync"] = best_of(RAW_REPEATS, lambda i: raw_files_fsync(root / f"f{i}", total))
     return out
 
 
@@ -631,11 +728,14 @@ def run_once(broker: Broker, opts: Options, index: int, root: Path) -> dict[str,
         log(f"run {index + 1} ({label}): {name}")
         out: dict[str, Any] = {}
         try:
-            with broker_cpu(broker, out, ""):
+            with cpu_account(broker, out):
                 out |= fn()
         except BenchError as exc:
             out["error"] = str(exc)
             log(f"run {index + 1} {name} FAILED: {exc}")
+        except Exception as exc:  # a client or /proc surprise: keep it, go on with the report
+            out["error"] = f"{type(exc).__name__}: {exc}"
+            log(f"run {index + 1} {name} FAILED: {out['error']}")
         res[name] = out
         return out
 
@@ -673,9 +773,8 @@ def run_once(broker: Broker, opts: Options, index: int, root: Path) -> dict[str,
     if broker.alive():
         res["memory_mib"] = broker.memory_mib()
     if not opts.skip_raw:
-        log(f"run {index + 1} ({label}): raw store")
         os.sync()
-        res["raw"] = phase_raw(root / f"raw-run{index + 1}", n * opts.record_bytes)
+        phase("raw", lambda: phase_raw(root / f"raw-run{index + 1}", n * opts.record_bytes))
     derive(res, opts)
     return res
 
@@ -728,8 +827,11 @@ def table(results: dict[str, Any]) -> str:
         ("produce latency p99 ms", lambda r: fmt(g(r, "produce", "latency", "p99_ms"))),
         ("produce broker CPU s/GiB", lambda r: fmt(g(r, "produce", "broker_cpu_s_per_gib"))),
         ("produce client CPU s", lambda r: fmt(g(r, "produce", "client_cpu_s"))),
-        ("consume MiB/s (from start)", lambda r: fmt(g(r, "consume", "mib_s"))),
+        ("other procs' CPU % (produce)", lambda r: fmt(g(r, "produce", "other_cpu_pct"))),
+        ("consume MiB/s", lambda r: fmt(g(r, "consume", "mib_s"))),
+        ("consume first record after s", lambda r: fmt(g(r, "consume", "first_record_s"))),
         ("consume broker CPU s/GiB", lambda r: fmt(g(r, "consume", "broker_cpu_s_per_gib"))),
+        ("other procs' CPU % (consume)", lambda r: fmt(g(r, "consume", "other_cpu_pct"))),
         ("paced MiB/s target/achieved", lambda r: f"{fmt(g(r, 'paced', 'target_mib_s'))}/"
          f"{fmt(g(r, 'paced', 'achieved_mib_s'))}"),
         ("paced e2e p50 ms", lambda r: fmt(g(r, "paced", "e2e", "p50_ms"))),
@@ -741,10 +843,12 @@ def table(results: dict[str, Any]) -> str:
             else f"{'yes' if g(r, 'paced', 'produce_p99_ok') else 'NO'} "
             f"({g(r, 'paced', 'produce_p99_target_ms')} ms)")),
         ("paced broker CPU s/GiB", lambda r: fmt(g(r, "paced", "broker_cpu_s_per_gib"))),
+        ("other procs' CPU % (paced)", lambda r: fmt(g(r, "paced", "other_cpu_pct"))),
         ("broker peak RSS MiB (run)", lambda r: fmt(g(r, "memory_mib", "VmHWM"))),
         ("raw store seq MiB/s", lambda r: fmt(g(r, "raw", "store_seq", "mib_s"))),
         (f"raw store x{RAW_PARALLEL} MiB/s", lambda r: fmt(g(r, "raw", "store_par", "mib_s"))),
         ("raw files+fsync MiB/s", lambda r: fmt(g(r, "raw", "files_fsync", "mib_s"))),
+        ("other procs' CPU % (raw)", lambda r: fmt(g(r, "raw", "other_cpu_pct"))),
         ("produce / best raw store", lambda r: fmt(g(r, "produce_vs_raw_store"))),
     ]  # fmt: skip
     head = ["figure"] + [f"run {r['run']} ({r['kind']})" for r in runs]
@@ -766,6 +870,21 @@ def table(results: dict[str, Any]) -> str:
     ]
     if results.get("error"):
         errors.append(results["error"])
+    busy = [
+        f"run {r['run']} {name} {ph['other_cpu_pct']}%"
+        for r in runs
+        for name, ph in r.items()
+        if isinstance(ph, dict)
+        and (ph.get("other_cpu_pct") or 0) > NOISY_PCT
+        and (ph.get("wall_s") or 0) >= 1.0
+    ]
+    if busy:
+        lines += [
+            "",
+            f"warning: other processes used more than {NOISY_PCT}% of a core during: "
+            + ", ".join(busy)
+            + ". On 2 cores that skews the figures; rerun on a quiet machine.",
+        ]
     if errors:
         lines += ["", "errors:", *(f"  {e}" for e in errors)]
     return "\n".join(lines)
@@ -797,6 +916,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]
     ap.add_argument("--skip-raw", action="store_true", help="skip the raw store figures")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (broker log, data)")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    ap.add_argument("--raw-only", type=Path, help=argparse.SUPPRESS)  # child of phase_raw
+    ap.add_argument("--raw-bytes", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.record_bytes < 16 or a.mib < 1 or a.runs < 1 or a.partitions < 1:
         ap.error("record-bytes >= 16, mib >= 1, runs >= 1, partitions >= 1")
@@ -820,6 +941,9 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts, args = parse_args(argv)
+    if args.raw_only is not None:
+        print(json.dumps(raw_figures(args.raw_only, args.raw_bytes)))
+        return 0
     signal.signal(signal.SIGTERM, _on_term)
     root = Path(tempfile.mkdtemp(prefix="lakelog-bench-"))
     broker = Broker(root)
@@ -839,6 +963,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 break
     except BenchError as exc:
         results["error"] = str(exc)
+    except Exception as exc:
+        results["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         broker.stop()
         tail = broker.log_tail()

@@ -4,7 +4,6 @@ background loops to the network server, and runs the graceful shutdown."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import zlib
@@ -33,6 +32,7 @@ class Broker:
         self.broker_id = settings.broker_id
         self.cluster_id = settings.cluster_id
         self.broker_epoch = -1
+        self.stopping = False
         self.host, self.port = settings.advertised_host_port
         self.coordinator: BatchCoordinator = open_coordinator(settings.resolved_coordinator_url)
         self.storage = ObjectStorage.from_url(settings.resolved_storage_url)
@@ -121,13 +121,14 @@ class Broker:
     async def stop(self, drain_timeout: float = 30.0) -> None:
         """Stop accepting, seal and commit the WAL, answer in-flight requests, close."""
         log.info("shutting down: no new connections or requests")
+        self.stopping = True
         self.server.stop_accepting()
+        self.waiter.notify()  # waiting fetches answer now with what they have
         try:
             await asyncio.wait_for(self.wal.flush(), drain_timeout)
         except TimeoutError:
             log.error("WAL flush did not finish within %.0fs", drain_timeout)
-        with contextlib.suppress(TimeoutError):
-            await self.server.drain(drain_timeout)
+        await self.server.drain(drain_timeout)
         self.server.close_all()
         for task in self._background:
             task.cancel()

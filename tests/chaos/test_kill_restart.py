@@ -278,9 +278,9 @@ def test_sigterm_mid_stream_is_graceful(broker_factory: BrokerFactory, topic_nam
 def test_sigterm_with_pending_long_poll_fetch(
     broker_factory: BrokerFactory, topic_name: str, client_gone: bool
 ) -> None:
-    """A Fetch waiting for data (max_wait 10 s at the high watermark) must not outlive the
-    coordinator: SIGTERM still exits 0 promptly and logs no traceback, whether the fetching
-    client is still connected or already went away."""
+    """A Fetch waiting for data (max_wait 10 s at the high watermark) must neither hold up
+    shutdown nor outlive the coordinator: SIGTERM exits 0 within seconds and logs no
+    traceback, whether the fetching client is still connected or already went away."""
     from e2e_wire import WireClient, fetch_v4
 
     broker: BrokerProcess = broker_factory()
@@ -294,9 +294,9 @@ def test_sigterm_with_pending_long_poll_fetch(
         started = time.monotonic()
         code = broker.terminate(timeout=15)
         took = time.monotonic() - started
-        print(f"shutdown took {took:.2f}s")
     finally:
         client.close()
     assert not broker.needed_sigkill and code == 0, f"exit code {code}"
-    assert took < 12, f"shutdown took {took:.1f}s"
+    # Kafka completes parked fetches at shutdown; waiting out their max_wait is not graceful.
+    assert took < 5, f"shutdown took {took:.1f}s with a fetch parked for 10 s"
     assert not broker.tracebacks(), "\n\n".join(broker.tracebacks())

@@ -124,7 +124,8 @@ def sized(body: bytes) -> bytes:
     [
         pytest.param(struct.pack(">i", 3) + b"\x00\x03\x00", id="shorter-than-header"),
         pytest.param(
-            sized(struct.pack(">hhih", 0, 7, 1, 3) + b"abc" + b"\xff" * 49),
+            # transactional_id length 0x7f7f: more than the frame holds
+            sized(struct.pack(">hhih", 0, 7, 1, 3) + b"abc" + b"\x7f" * 49),
             id="produce-garbage-body",
         ),
         pytest.param(sized(b"\x13\x37" * 40), id="random-bytes"),
@@ -147,11 +148,19 @@ def test_malformed_frame(bad_broker: BrokerProcess, frame: bytes) -> None:
 
 
 def test_trailing_bytes_after_valid_request(bad_broker: BrokerProcess) -> None:
+    """Kafka parses the body and ignores what follows (librdkafka's Metadata v13 has extra
+    bytes), so either a proper answer or a closed connection is acceptable."""
     frame = encode_request(3, 1, 7, metadata_v1([TOPIC]))
     body = frame[4:] + b"\x00\x01garbage"
     with WireClient(bad_broker.port) as client:
         client.send_raw(struct.pack(">i", len(body)) + body)
-        assert_closed_or_answered(client)
+        try:
+            correlation_id, response = decode_response(3, 1, client.read_frame())
+        except ConnectionError:
+            pass
+        else:
+            assert correlation_id == 7
+            assert [str(t.name) for t in response.topics] == [TOPIC]
     still_serves(bad_broker)
 
 

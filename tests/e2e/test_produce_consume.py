@@ -70,7 +70,11 @@ class KafkaPythonClient:
 
     def produce(self, topic: str, records: Sequence[Rec], codec: str, acks: str) -> list[int]:
         from kafka import KafkaProducer
+        from kafka import codec as kafka_codec
 
+        needs = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
+        if codec in needs and not getattr(kafka_codec, f"has_{codec}")():
+            pytest.fail(f"kafka-python needs the {needs[codec]} package for {codec}")
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap,
             acks="all" if acks == "all" else int(acks),

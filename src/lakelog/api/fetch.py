@@ -48,10 +48,10 @@ async def _read_once(
     finds: list[FindBatchesRequest] = []
     layout: list[tuple[str, list[_Slot]]] = []
     errored = False
-    for fetch_topic in request.topics:
+    for fetch_topic in request.topics or ():
         topic = await broker.topics.get(fetch_topic.topic)
         slots = []
-        for part in fetch_topic.partitions:
+        for part in fetch_topic.partitions or ():
             slot = _Slot(PartitionData(part.partition))
             if topic is None or not 0 <= part.partition < topic.num_partitions:
                 slot.data.error = ErrorCode.unknown_topic_or_partition
@@ -114,7 +114,7 @@ async def fetch(ctx: RequestContext, request: Any) -> RawResponse:
         since = ctx.broker.waiter.snapshot()
         topics, total, errored = await _read_once(ctx, request, max_bytes)
         remaining = deadline - loop.time()
-        if total >= min_bytes or errored or remaining <= 0:
+        if total >= min_bytes or errored or remaining <= 0 or ctx.broker.stopping:
             break
         await ctx.broker.waiter.wait(remaining, since)
     metrics.bytes_out_total.inc(total)

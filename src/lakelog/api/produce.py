@@ -53,12 +53,12 @@ async def _validate(
     """Split and check every partition's records; valid batches go to `appends`."""
     outcomes = []
     acks_ok = request.acks in (0, 1, -1)
-    for topic_data in request.topic_data:
+    for topic_data in request.topic_data or ():
         topic = await ctx.broker.topics.get(topic_data.name)
         config = effective(topic, ctx.broker.settings) if topic else None
         outcome = _TopicOutcome(topic_data.name)
         outcomes.append(outcome)
-        for part in topic_data.partition_data:
+        for part in topic_data.partition_data or ():
             result = _PartitionOutcome(part.index)
             outcome.partitions.append(result)
             if not acks_ok:

@@ -55,6 +55,9 @@ class Connection(asyncio.BufferedProtocol):
             self._paused = True
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # Nobody will read the answers: stop the work (long polls above all).
+        for task in self._pending:
+            task.cancel()
         self._closing = True
         self._server.connections.discard(self)
         metrics.connections.dec()
@@ -95,6 +98,7 @@ class Connection(asyncio.BufferedProtocol):
         task = asyncio.get_running_loop().create_task(
             self._server.dispatch(memoryview(frame), self._peer)
         )
+        self._server.track(task)
         self._pending.append(task)
         self._wakeup.set()
         if len(self._pending) >= self._server.max_inflight and not self._paused:
@@ -117,6 +121,10 @@ class Connection(asyncio.BufferedProtocol):
             task = self._pending[0]
             try:
                 parts = await task
+            except asyncio.CancelledError:
+                if self._closing:
+                    return
+                raise
             except CloseConnection as exc:
                 log.warning("closing %s: %s", self._peer, exc)
                 self.close()
@@ -139,16 +147,14 @@ class Connection(asyncio.BufferedProtocol):
                 return
             transport.writelines(parts)
 
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending) and not self._closing
+
     def stop_reading(self) -> None:
         if self._transport is not None and not self._paused and not self._closing:
             self._transport.pause_reading()
             self._paused = True
-
-    async def drain(self) -> None:
-        """Wait until every request read so far has been answered."""
-        while self._pending and not self._closing:
-            await asyncio.wait([self._pending[-1]])
-            await asyncio.sleep(0)
 
     def close(self) -> None:
         self._closing = True
@@ -174,6 +180,7 @@ class Server:
         self.max_connections = max_connections
         self.connections: set[Connection] = set()
         self.stopping = False
+        self._tasks: set[asyncio.Task[Buffers | None]] = set()
         self._server: asyncio.base_events.Server | None = None
 
     def _new_connection(self) -> asyncio.BaseProtocol:
@@ -197,10 +204,19 @@ class Server:
         for conn in list(self.connections):
             conn.stop_reading()
 
+    def track(self, task: asyncio.Task[Buffers | None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def drain(self, timeout: float) -> None:
-        waits = [conn.drain() for conn in list(self.connections)]
-        if waits:
-            await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), timeout)
+        """Wait until every request read so far has been handled, from any connection."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+        # Let the write loops hand the last answers to their transports.
+        while any(c.has_pending for c in self.connections) and loop.time() < deadline:
+            await asyncio.sleep(0.005)
 
     def close_all(self) -> None:
         for conn in list(self.connections):

@@ -84,7 +84,8 @@ class WalWriter:
         self._active = _Buffer()
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
-        self._slots = asyncio.Semaphore(max_sealed_buffers)
+        self._sealed = 0
+        self._space = asyncio.Event()
         self._previous_commit: asyncio.Future[None] | None = None
         self._closed = False
 
@@ -93,15 +94,18 @@ class WalWriter:
         self, requests: Sequence[AppendRequest]
     ) -> list[asyncio.Future[CommitBatchResult]]:
         """Queue batches for the next object. Waits while the pipeline of sealed buffers is
-        full (back-pressure): memory stays bounded by buffer size x pipeline depth."""
+        full (back-pressure): memory stays bounded by buffer size x (pipeline depth + 1).
+
+        Only the wait can be cancelled; once it is over, everything happens without an
+        await, so a cancelled request can never strand other requests' batches."""
         if self._closed:
             raise RuntimeError("WAL writer is closed")
+        while self._sealed >= self._max_sealed:
+            self._space.clear()
+            await self._space.wait()
         size = sum(len(r.data) for r in requests)
         if self._active.size and self._active.size + size > self._max_bytes:
-            await self._seal()
-        # A seal may have waited: by now another request may have filled the new buffer.
-        while self._active.size and self._active.size + size > self._max_bytes:
-            await self._seal()
+            self._seal()
         loop = asyncio.get_running_loop()
         buffer = self._active
         if not buffer.entries:
@@ -116,16 +120,15 @@ class WalWriter:
         buffer.size += size
         metrics.wal_buffer_bytes.set(buffer.size)
         if buffer.size >= self._max_bytes:
-            await self._seal()
+            self._seal()
         return futures
 
     def _seal_on_timer(self, buffer: _Buffer) -> None:
-        if buffer is self._active and buffer.entries:
-            task = asyncio.get_running_loop().create_task(self._seal())
-            self._in_flight.add(task)
-            task.add_done_callback(self._in_flight.discard)
+        if buffer is self._active:
+            self._seal()
 
-    async def _seal(self) -> None:
+    def _seal(self) -> None:
+        """Hand the active buffer to an upload task; seal order is commit order."""
         buffer = self._active
         if not buffer.entries:
             return
@@ -134,16 +137,15 @@ class WalWriter:
             self._timer.cancel()
             self._timer = None
         metrics.wal_buffer_bytes.set(0)
-        # Fix the commit order now, before any await: seal order is commit order.
         loop = asyncio.get_running_loop()
         previous = self._previous_commit
         done: asyncio.Future[None] = loop.create_future()
         self._previous_commit = done
-        await self._slots.acquire()
+        self._sealed += 1
+        metrics.wal_buffers_in_flight.inc()
         task = loop.create_task(self._write(buffer, previous, done))
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
-        metrics.wal_buffers_in_flight.inc()
 
     # ------------------------------------------------------------------ upload + commit
     async def _write(
@@ -178,7 +180,8 @@ class WalWriter:
         finally:
             if not done.done():
                 done.set_result(None)
-            self._slots.release()
+            self._sealed -= 1
+            self._space.set()
             metrics.wal_buffers_in_flight.dec()
 
     async def _commit(
@@ -238,7 +241,7 @@ class WalWriter:
     # ------------------------------------------------------------------ shutdown
     async def flush(self) -> None:
         """Seal the active buffer and wait until every sealed buffer is committed."""
-        await self._seal()
+        self._seal()
         while self._in_flight:
             await asyncio.gather(*list(self._in_flight), return_exceptions=True)
 
