@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import http.client
-import os
 import threading
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,13 +11,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
 import pytest
+from tests.support.s3 import ACCESS_KEY, SECRET_KEY, make_bucket
 
 from lakelog.storage.store import ObjectStorage
-
-ACCESS_KEY = os.environ.get("AWS_ACCESS_KEY_ID", "testing")
-SECRET_KEY = os.environ.get("AWS_SECRET_ACCESS_KEY", "testing")
 
 
 def s3_options(endpoint: str, **extra: Any) -> dict[str, Any]:
@@ -33,20 +28,6 @@ def s3_options(endpoint: str, **extra: Any) -> dict[str, Any]:
         "max_backoff_s": 0.05,
         **extra,
     }
-
-
-def make_bucket(endpoint: str) -> str:
-    """Create a uniquely named bucket (boto3, so a real S3-compatible server works too)."""
-    name = f"lakelog-test-{uuid.uuid4().hex[:16]}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
-    )
-    client.create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture
