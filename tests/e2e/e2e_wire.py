@@ -1,6 +1,6 @@
 """The Kafka wire format by hand, for tests that must send what no client would.
 
-Requests are encoded with kio (request header v1, non-flexible versions only), record
+Requests are encoded with kio (request header v1, or v2 for flexible versions), record
 batches and legacy message sets are built byte by byte, so a test can corrupt exactly one
 field. Nothing here imports the broker.
 """
@@ -27,13 +27,13 @@ from kio.serial import entity_reader, entity_writer
 def encode_request(
     api_key: int, api_version: int, correlation_id: int, body: Any, client_id: str = "e2e-wire"
 ) -> bytes:
-    """A whole frame (size prefix included) with request header v1."""
+    """A whole frame (size prefix included) with request header v1 (v2 when flexible)."""
     cls = load_request_schema(api_key, api_version)
-    if cls.__flexible__:
-        raise ValueError("only non-flexible versions are supported here")
     out = io.BytesIO()
     cid = client_id.encode()
     out.write(struct.pack(">hhih", api_key, api_version, correlation_id, len(cid)) + cid)
+    if cls.__flexible__:
+        out.write(b"\x00")  # no tagged header fields
     entity_writer(cls)(out, body)
     payload = out.getvalue()
     return struct.pack(">i", len(payload)) + payload
@@ -43,8 +43,10 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
     """(correlation id, kio response object) from a response frame without its size."""
     (correlation_id,) = struct.unpack_from(">i", frame)
     cls = load_response_schema(api_key, api_version)
-    obj, size = entity_reader(cls)(memoryview(frame).toreadonly(), 4)
-    if 4 + size != len(frame):
+    # Flexible responses carry header v1 (tagged fields), except ApiVersions.
+    start = 5 if cls.__flexible__ and api_key != 18 else 4
+    obj, size = entity_reader(cls)(memoryview(frame).toreadonly(), start)
+    if start + size != len(frame):
         raise ValueError(f"{len(frame) - 4 - size} trailing bytes after the response")
     return correlation_id, obj
 
