@@ -25,6 +25,7 @@ from kio.static.constants import EntityType
 from lakelog.api.context import build
 from lakelog.config import split_host_port
 from lakelog.errors import ErrorCode
+from lakelog.protocol.varint import skip_tagged_fields
 
 API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 18, 3, 19, 20, 32
 CREATE_PARTITIONS = 37
@@ -100,25 +101,6 @@ def _module(api_key: int, version: int, kind: EntityType) -> ModuleType:
     return load_payload_module(api_key, version, kind)
 
 
-def _skip_tagged_fields(data: bytes, pos: int) -> int:
-    def uvarint(pos: int) -> tuple[int, int]:
-        result = shift = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result, pos
-            shift += 7
-
-    count, pos = uvarint(pos)
-    for _ in range(count):
-        _tag, pos = uvarint(pos)
-        size, pos = uvarint(pos)
-        pos += size
-    return pos
-
-
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str,
                    request: Any) -> bytes:
     """A whole request frame: size, header v1 (or v2 for flexible versions), body."""
@@ -190,7 +172,7 @@ class AdminClient:
         cls = load_response_schema(api_key, response_version)
         pos = 4
         if cls.__flexible__ and api_key != API_VERSIONS:
-            pos = _skip_tagged_fields(data, pos)
+            pos = skip_tagged_fields(data, pos)
         response, _ = entity_reader(cls)(data, pos)
         return response
 

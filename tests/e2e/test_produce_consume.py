@@ -48,6 +48,12 @@ class Got:
     create_time: bool
 
 
+def _got(m: Any) -> Got:
+    """kafka-python's and aiokafka's ConsumerRecord have the same fields."""
+    return Got(m.partition, m.offset, m.key, m.value, tuple((k, v) for k, v in m.headers),
+               m.timestamp, m.timestamp_type == 0)
+
+
 class ClientAdapter(Protocol):
     def produce(self, topic: str, records: Sequence[Rec], codec: str, acks: str) -> list[int]:
         """Send all records, wait for every ack; the offset per record (-1 with acks=0)."""
@@ -125,18 +131,7 @@ class KafkaPythonClient:
             deadline = time.monotonic() + CONSUME_TIMEOUT_S
             while len(got) < expected and time.monotonic() < deadline:
                 for tp_records in consumer.poll(timeout_ms=500, max_records=5000).values():
-                    got.extend(
-                        Got(
-                            m.partition,
-                            m.offset,
-                            m.key,
-                            m.value,
-                            tuple((k, v) for k, v in m.headers),
-                            m.timestamp,
-                            m.timestamp_type == 0,
-                        )
-                        for m in tp_records
-                    )
+                    got.extend(_got(m) for m in tp_records)
         finally:
             consumer.close()
         return got
@@ -368,18 +363,7 @@ class AioKafkaClient:
             while len(got) < expected and time.monotonic() < deadline:
                 batches = await consumer.getmany(timeout_ms=500, max_records=5000)
                 for tp_records in batches.values():
-                    got.extend(
-                        Got(
-                            m.partition,
-                            m.offset,
-                            m.key,
-                            m.value,
-                            tuple((k, v) for k, v in m.headers),
-                            m.timestamp,
-                            m.timestamp_type == 0,
-                        )
-                        for m in tp_records
-                    )
+                    got.extend(_got(m) for m in tp_records)
         finally:
             await consumer.stop()
         return got

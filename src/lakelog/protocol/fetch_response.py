@@ -9,6 +9,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lakelog.protocol.varint import write_uvarint
+
 Buffer = bytes | bytearray | memoryview
 
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
@@ -30,22 +32,13 @@ class PartitionData:
     records_size: int = 0
 
 
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string(value: str, flexible: bool) -> bytes:
     data = value.encode()
-    return (uvarint(len(data) + 1) if flexible else _INT16.pack(len(data))) + data
+    return (write_uvarint(len(data) + 1) if flexible else _INT16.pack(len(data))) + data
 
 
 def _array_len(count: int, flexible: bool) -> bytes:
-    return uvarint(count + 1) if flexible else _INT32.pack(count)
+    return write_uvarint(count + 1) if flexible else _INT32.pack(count)
 
 
 def encode_fetch_response(
@@ -79,7 +72,7 @@ def encode_fetch_response(
                         out += b"\x00"
             if version >= 11:
                 out += _INT32.pack(-1)  # preferred read replica
-            out += uvarint(p.records_size + 1) if flexible else _INT32.pack(p.records_size)
+            out += write_uvarint(p.records_size + 1) if flexible else _INT32.pack(p.records_size)
             parts.append(out)
             parts.extend(p.records)
             out = bytearray(b"\x00" if flexible else b"")  # partition tagged fields

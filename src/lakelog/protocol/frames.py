@@ -16,6 +16,8 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from lakelog.protocol.varint import VarintError, skip_tagged_fields
+
 API_VERSIONS_KEY = 18
 _HEADER = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -67,19 +69,6 @@ def api_schema(api_key: int, api_version: int) -> ApiSchema | None:
     )
 
 
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise MalformedRequest("bad varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
 def parse_header(frame: memoryview, flexible: bool | None = None) -> RequestHeader:
     """Parse the request header. `flexible` (header v2) is decided from the API version
     when not given; unknown APIs are parsed as header v1 (enough to answer or close)."""
@@ -100,13 +89,10 @@ def parse_header(frame: memoryview, flexible: bool | None = None) -> RequestHead
         if api_key == API_VERSIONS_KEY and api_version >= 3:
             flexible = True
     if flexible:
-        count, pos = _read_uvarint(frame, pos)
-        for _ in range(count):
-            _tag, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
-            pos += size
-        if pos > len(frame):
-            raise MalformedRequest("tagged fields overrun the frame")
+        try:
+            pos = skip_tagged_fields(frame, pos)
+        except VarintError as exc:
+            raise MalformedRequest(f"bad tagged fields in header: {exc}") from exc
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 

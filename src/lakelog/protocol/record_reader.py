@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import cramjam
 
 from lakelog.protocol.records import HEADER_SIZE, read_header
+from lakelog.protocol.varint import read_varint
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -42,17 +43,6 @@ def decompress(codec: int, data: bytes) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 @dataclass(frozen=True, slots=True)
 class RecordPosition:
     offset_delta: int
@@ -65,11 +55,11 @@ def record_positions(batch: bytes | memoryview) -> Iterator[RecordPosition]:
     body = decompress(header.compression, bytes(batch[HEADER_SIZE:]))
     pos = 0
     for _ in range(header.records_count):
-        length, pos = _varint(body, pos)
+        length, pos = read_varint(body, pos)
         end = pos + length
         pos += 1  # attributes
-        timestamp_delta, pos = _varint(body, pos)
-        offset_delta, pos = _varint(body, pos)
+        timestamp_delta, pos = read_varint(body, pos)
+        offset_delta, pos = read_varint(body, pos)
         yield RecordPosition(offset_delta, header.base_timestamp + timestamp_delta)
         pos = end
 
