@@ -1,8 +1,11 @@
-"""A small Kafka admin client on kio and asyncio streams, for `lakelog topics`.
+"""A small Kafka admin client on kio and asyncio streams, for `lakelog topics` and
+`lakelog groups`.
 
 It speaks to any Kafka-protocol broker (Lakelog or Apache Kafka): ApiVersions first, then
-each request at the highest version both sides know. One connection, one request at a time:
-enough for a command-line tool, with no dependency on a Kafka client library.
+each request at the highest version both sides know. One request at a time per connection:
+enough for a command-line tool, with no dependency on a Kafka client library. Requests that
+belong to another broker (a group's coordinator, a partition's leader) go over a second
+connection to that broker, opened on first use.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
-from kio.index import load_payload_module, load_response_schema
+from kio.index import load_entity_schema, load_payload_module, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
@@ -28,18 +31,40 @@ from lakelog.errors import ErrorCode
 from lakelog.protocol.varint import skip_tagged_fields
 
 API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 18, 3, 19, 20, 32
-CREATE_PARTITIONS = 37
+CREATE_PARTITIONS, LIST_OFFSETS, FIND_COORDINATOR, LIST_GROUPS = 37, 2, 10, 16
+DESCRIBE_GROUPS, OFFSET_FETCH, OFFSET_COMMIT, DELETE_GROUPS = 15, 9, 8, 42
 TOPIC_RESOURCE = 2
-# The versions this client can build: (min, max) per API key.
+GROUP_KEY_TYPE = 0
+EARLIEST, LATEST = -2, -1
+"""ListOffsets' special timestamps: the log start and the log end."""
+# The versions this client can build: (min, max) per API key. OffsetFetch and OffsetCommit
+# stop below v10, where topics are named by id only.
 CLIENT_VERSIONS = {
     METADATA: (1, 12),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
     DESCRIBE_CONFIGS: (1, 4),
     CREATE_PARTITIONS: (0, 3),
+    LIST_OFFSETS: (1, 10),
+    FIND_COORDINATOR: (0, 6),
+    LIST_GROUPS: (0, 5),
+    DESCRIBE_GROUPS: (0, 6),
+    OFFSET_FETCH: (2, 9),
+    OFFSET_COMMIT: (2, 9),
+    DELETE_GROUPS: (0, 2),
 }
+COORDINATOR_RETRIABLE = frozenset({
+    ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
+    ErrorCode.coordinator_load_in_progress,
+})
+"""Errors after which the coordinator is looked up again: it moved or is still loading."""
+COORDINATOR_ATTEMPTS = 10
+RETRY_BACKOFF_S = 0.2
+ASSIGNMENT_MAX_VERSION = 3
 API_VERSIONS_REQUEST_VERSION = 3
 _HEADER = struct.Struct(">hhi")
+T = TypeVar("T")
+TopicPartition = tuple[str, int]
 
 
 class KafkaError(Exception):
@@ -93,6 +118,76 @@ class CreatedTopic:
     configs: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    """Empty when the broker's ListGroups is older than v4 and the group was not described."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: dict[str, tuple[int, ...]]
+    """Topic -> partitions; empty for members of non-consumer groups."""
+
+    def partitions(self) -> list[TopicPartition]:
+        return sorted((t, p) for t, ps in self.assignment.items() for p in ps)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[GroupMember, ...]
+    coordinator: Node
+
+
+@dataclass(frozen=True, slots=True)
+class ListedOffset:
+    offset: int
+    """-1 when no record matches (a timestamp past the last record)."""
+    timestamp: int
+    error: ErrorCode = ErrorCode.none
+
+
+def decode_assignment(data: bytes | None) -> dict[str, tuple[int, ...]]:
+    """A consumer member's assignment (ConsumerProtocolAssignment: a 2-byte version, then
+    the body) as topic -> partitions. Versions newer than kio knows are read with the newest
+    schema, as Kafka's consumer does: they only append fields."""
+    if not data:
+        return {}
+    if len(data) < 2:
+        raise ValueError("assignment shorter than its version prefix")
+    version = int.from_bytes(data[:2], "big", signed=True)
+    if version < 0:
+        raise ValueError(f"bad assignment version {version}")
+    schema = load_entity_schema("consumer_protocol_assignment",
+                                min(version, ASSIGNMENT_MAX_VERSION), EntityType.data)
+    assignment, _ = entity_reader(schema)(bytes(data), 2)
+    out: dict[str, list[int]] = {}
+    for tp in assignment.assigned_partitions:
+        out.setdefault(tp.topic, []).extend(int(p) for p in tp.partitions)
+    return {topic: tuple(sorted(parts)) for topic, parts in out.items()}
+
+
 def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
@@ -129,13 +224,17 @@ class AdminClient:
         self._timeout = timeout
         self._correlation_id = 0
         self._versions: dict[int, tuple[int, int]] = {}
+        self.address = ""
+        self._peers: dict[str, AdminClient] = {}
 
     @classmethod
     async def connect(cls, bootstrap: str, client_id: str = "lakelog-admin",
                       timeout: float = 30.0) -> AdminClient:
-        host, port = split_host_port(bootstrap.split(",")[0].strip())
+        address = bootstrap.split(",")[0].strip()
+        host, port = split_host_port(address)
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         client = cls(reader, writer, client_id, timeout)
+        client.address = f"{host}:{port}"
         try:
             await client._negotiate()
         except BaseException:
@@ -144,9 +243,23 @@ class AdminClient:
         return client
 
     async def close(self) -> None:
+        peers, self._peers = list(self._peers.values()), {}
+        for peer in peers:
+            await peer.close()
         self._writer.close()
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()
+
+    async def client_for(self, node: Node) -> AdminClient:
+        """A connection to `node`: this one when it is the same address, else a second one
+        kept until `close()`."""
+        if node.address == self.address:
+            return self
+        peer = self._peers.get(node.address)
+        if peer is None:
+            peer = await AdminClient.connect(node.address, self._client_id, self._timeout)
+            self._peers[node.address] = peer
+        return peer
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -264,9 +377,8 @@ class AdminClient:
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
 
-    async def describe_topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
-        """Topics from Metadata (all of them with None), sorted by name; a missing named
-        topic raises UNKNOWN_TOPIC_OR_PARTITION."""
+    async def _metadata(self, names: Sequence[str] | None) -> Any:
+        """The raw Metadata response: every topic with None, no topic with ()."""
 
         def make(m: ModuleType, version: int) -> Any:
             topics = None
@@ -278,6 +390,18 @@ class AdminClient:
                          include_topic_authorized_operations=False)
 
         response, _ = await self._call(METADATA, make)
+        return response
+
+    async def brokers(self) -> list[Node]:
+        """The cluster's brokers, by node id."""
+        response = await self._metadata(())
+        return sorted((Node(int(b.node_id), b.host, int(b.port)) for b in response.brokers),
+                      key=lambda n: n.node_id)
+
+    async def describe_topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
+        """Topics from Metadata (all of them with None), sorted by name; a missing named
+        topic raises UNKNOWN_TOPIC_OR_PARTITION."""
+        response = await self._metadata(names)
         described = []
         for topic in response.topics:
             if topic.error_code != ErrorCode.none:

@@ -18,6 +18,7 @@ from lakelog.coordinator.interface import BatchCoordinator, BrokerInfo
 from lakelog.fetch.cache import BatchCache
 from lakelog.fetch.reader import BatchReader
 from lakelog.fetch.waiter import CommitWaiter
+from lakelog.groups.coordinator import GroupCoordinator
 from lakelog.net.server import Server
 from lakelog.produce.wal_writer import CommittedObject, WalWriter
 from lakelog.storage.store import ObjectStorage
@@ -54,8 +55,10 @@ class Broker:
             Dispatcher(self),
             max_request_bytes=settings.socket_request_max_bytes,
             max_inflight=settings.max_inflight_requests_per_connection,
+            max_inflight_bytes=settings.max_inflight_bytes_per_connection,
             max_connections=settings.max_connections,
         )
+        self.groups = GroupCoordinator(self)
         self._background: list[asyncio.Task[None]] = []
         self._brokers_cache: tuple[float, list[BrokerInfo]] = (0.0, [])
         self._stopped = asyncio.Event()
@@ -105,6 +108,7 @@ class Broker:
             loop.create_task(RetentionLoop(self).run(), name="retention"),
             loop.create_task(FileCleaner(self).run(), name="cleaner"),
         ]
+        self.groups.start()
         log.info("broker %d (epoch %d) listening on %s:%d, advertised %s:%d",
                  self.broker_id, self.broker_epoch, host, port, self.host, self.port)
         return host, port
@@ -134,6 +138,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.wal.close()
+        await self.groups.stop()
         await self.waiter.close()
         await self.coordinator.close()
         log.info("broker stopped")

@@ -62,7 +62,8 @@ class Settings(BaseSettings):
     # network
     socket_request_max_bytes: int = 100 * MiB
     max_connections: int = 10_000
-    max_inflight_requests_per_connection: int = 32
+    max_inflight_requests_per_connection: int = 1000
+    max_inflight_bytes_per_connection: int = 64 * MiB
 
     # produce
     produce_buffer_max_bytes: int = 8 * MiB
@@ -74,6 +75,15 @@ class Settings(BaseSettings):
     fetch_cache_max_bytes: int = 256 * MiB
     fetch_max_bytes: int = 55 * MiB
     fetch_poll_interval_ms: int = 50
+
+    # consumer groups
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    group_lag_interval_ms: int = 10_000
 
     # background
     retention_check_interval_ms: int = 30_000

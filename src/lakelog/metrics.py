@@ -71,3 +71,16 @@ retention_deleted_batches_total = Counter(
 files_deleted_total = Counter(
     "lakelog_files_deleted", "Objects deleted by the cleaner", registry=REGISTRY
 )
+
+groups = Gauge("lakelog_groups", "Consumer groups on this broker by state", ["state"],
+               registry=REGISTRY)
+group_rebalances_total = Counter(
+    "lakelog_group_rebalances", "Group rebalances started", registry=REGISTRY
+)
+offset_commits_total = Counter(
+    "lakelog_offset_commits", "Committed partition offsets", registry=REGISTRY
+)
+group_lag = Gauge(
+    "lakelog_group_lag", "Records between a group's committed offset and the log end",
+    ["group", "topic", "partition"], registry=REGISTRY,
+)

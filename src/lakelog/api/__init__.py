@@ -6,6 +6,7 @@ from lakelog.api import (  # noqa: F401
     api_versions,
     configs,
     fetch,
+    groups,
     metadata,
     offsets,
     produce,

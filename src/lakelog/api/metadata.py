@@ -132,18 +132,23 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
 
 @handles(FIND_COORDINATOR_KEY, 0, 4)
 async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
-    """Groups and transactions are coordinated by a broker picked from the key; with the
-    group protocol not served yet, this broker answers for every key."""
+    """Groups and transactional ids are coordinated by one live broker, picked by a stable
+    hash of the key (`lakelog.groups.coordinator.owner_of`)."""
     m = ctx.schema
-    me = ctx.broker.self_info()
+    keys = request.coordinator_keys if ctx.api_version >= 4 else (request.key,)
+    answers = []
+    for key in keys:
+        owner = await ctx.broker.groups.coordinator_for(key)
+        answers.append((key, owner))
     if ctx.api_version >= 4:
         coordinators = tuple(
-            build(m.Coordinator, key=key, node_id=me.broker_id, host=me.host, port=me.port,
+            build(m.Coordinator, key=key, node_id=o.broker_id, host=o.host, port=o.port,
                   error_code=ErrorCode.none, error_message=None)
-            for key in request.coordinator_keys
+            for key, o in answers
         )
         return build(m.FindCoordinatorResponse, throttle_time=datetime.timedelta(0),
                      coordinators=coordinators)
+    _, owner = answers[0]
     return build(m.FindCoordinatorResponse, throttle_time=datetime.timedelta(0),
-                 error_code=ErrorCode.none, error_message=None, node_id=me.broker_id,
-                 host=me.host, port=me.port)
+                 error_code=ErrorCode.none, error_message=None, node_id=owner.broker_id,
+                 host=owner.host, port=owner.port)

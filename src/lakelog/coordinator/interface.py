@@ -258,6 +258,58 @@ class FileToDelete:
     size: int
 
 
+# ---------------------------------------------------------------- consumer groups
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    topic: str
+    partition: int
+    offset: int
+    """-1 when the group has no committed offset for the partition."""
+    leader_epoch: int = -1
+    metadata: str | None = None
+    commit_time: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMemberRecord:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocols: Sequence[tuple[str, bytes]]
+    """(protocol name, member metadata) in the member's order of preference."""
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """A classic group's durable state, saved on every generation change, so a restarted
+    or replacing broker resumes the generation instead of forgetting it."""
+
+    group_id: str
+    state: str
+    """Empty, PreparingRebalance, CompletingRebalance, Stable or Dead (Kafka's names)."""
+    protocol_type: str | None = None
+    protocol: str | None = None
+    generation: int = 0
+    leader: str | None = None
+    members: Sequence[GroupMemberRecord] = ()
+    updated_at: int = 0
+
+
 # ---------------------------------------------------------------- brokers, producers
 
 
@@ -395,6 +447,48 @@ class BatchCoordinator(abc.ABC):
     @abc.abstractmethod
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before, >= 0."""
+
+    # -- consumer groups
+    @abc.abstractmethod
+    async def commit_offsets(
+        self, group_id: str, offsets: Sequence[OffsetCommit], now_ms: int
+    ) -> None:
+        """Store (replace) the group's committed offsets, all in one transaction. Member
+        and generation checks belong to the group coordinator, not here."""
+
+    @abc.abstractmethod
+    async def fetch_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[CommittedOffset]:
+        """One answer per asked (topic, partition), offset -1 when none; with None, every
+        offset the group has committed, ordered by topic and partition."""
+
+    @abc.abstractmethod
+    async def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> None:
+        ...
+
+    @abc.abstractmethod
+    async def save_group(self, group: GroupRecord) -> None:
+        """Insert or replace the group's record."""
+
+    @abc.abstractmethod
+    async def load_group(self, group_id: str) -> GroupRecord | None: ...
+
+    @abc.abstractmethod
+    async def list_groups(self) -> list[GroupRecord]:
+        """Every group with a record or committed offsets; a group known only by its
+        offsets is reported as an Empty record with no protocol type."""
+
+    @abc.abstractmethod
+    async def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
+        """Forget the groups' records and offsets. GROUP_ID_NOT_FOUND when the group has
+        neither. (Whether the group may be deleted, i.e. is empty, is the group
+        coordinator's check.)"""
+
+    @abc.abstractmethod
+    async def expire_offsets(self, committed_before_ms: int) -> int:
+        """Delete offsets committed before the given time by groups that are Empty (or have
+        no record); Kafka's offsets.retention.minutes. Returns how many were deleted."""
 
     # -- brokers
     @abc.abstractmethod

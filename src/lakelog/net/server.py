@@ -34,7 +34,8 @@ class Connection(asyncio.BufferedProtocol):
         self._size_buf = bytearray(4)
         self._frame: bytearray | None = None
         self._filled = 0
-        self._pending: deque[asyncio.Task[Buffers | None]] = deque()
+        self._pending: deque[tuple[asyncio.Task[Buffers | None], int]] = deque()
+        self._pending_bytes = 0
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._paused = False
@@ -56,7 +57,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         # Nobody will read the answers: stop the work (long polls above all).
-        for task in self._pending:
+        for task, _ in self._pending:
             task.cancel()
         self._closing = True
         self._server.connections.discard(self)
@@ -99,9 +100,13 @@ class Connection(asyncio.BufferedProtocol):
             self._server.dispatch(memoryview(frame), self._peer)
         )
         self._server.track(task)
-        self._pending.append(task)
+        self._pending.append((task, len(frame)))
+        self._pending_bytes += len(frame)
         self._wakeup.set()
-        if len(self._pending) >= self._server.max_inflight and not self._paused:
+        if not self._paused and (
+            len(self._pending) >= self._server.max_inflight
+            or self._pending_bytes >= self._server.max_inflight_bytes
+        ):
             self._transport.pause_reading()  # type: ignore[union-attr]
             self._paused = True
 
@@ -118,7 +123,7 @@ class Connection(asyncio.BufferedProtocol):
                     return
                 self._wakeup.clear()
                 await self._wakeup.wait()
-            task = self._pending[0]
+            task, size = self._pending[0]
             try:
                 parts = await task
             except asyncio.CancelledError:
@@ -135,8 +140,10 @@ class Connection(asyncio.BufferedProtocol):
                 return
             finally:
                 self._pending.popleft()
+                self._pending_bytes -= size
             if self._paused and not self._server.stopping and (
-                len(self._pending) < self._server.max_inflight // 2 + 1
+                len(self._pending) <= self._server.max_inflight // 2
+                and self._pending_bytes <= self._server.max_inflight_bytes // 2
             ):
                 self._paused = False
                 transport.resume_reading()
@@ -158,7 +165,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         self._closing = True
-        for task in self._pending:
+        for task, _ in self._pending:
             task.cancel()
         self._wakeup.set()
         if self._transport is not None:
@@ -173,10 +180,12 @@ class Server:
         max_request_bytes: int,
         max_inflight: int,
         max_connections: int,
+        max_inflight_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.dispatch = dispatch
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
+        self.max_inflight_bytes = max_inflight_bytes
         self.max_connections = max_connections
         self.connections: set[Connection] = set()
         self.stopping = False

@@ -25,6 +25,7 @@ from lakelog.coordinator.interface import (
     BrokerInfo,
     CommitBatch,
     CommitBatchResult,
+    CommittedOffset,
     CreatePartitionsRequest,
     CreateTopicRequest,
     CreateTopicResult,
@@ -34,16 +35,18 @@ from lakelog.coordinator.interface import (
     FileToDelete,
     FindBatchesRequest,
     FindBatchesResult,
+    GroupRecord,
     ListOffsetsRequest,
     ListOffsetsResult,
     LogInfo,
+    OffsetCommit,
     PartitionKey,
     RetentionPolicy,
     RetentionResult,
     TopicInfo,
     TopicResult,
 )
-from lakelog.coordinator.sqlite import cleanup, cluster, produce, read, topics
+from lakelog.coordinator.sqlite import cleanup, cluster, groups, produce, read, topics
 from lakelog.errors import ErrorCode
 from lakelog.metrics import coordinator_latency_seconds
 
@@ -251,6 +254,36 @@ class SqliteBatchCoordinator(BatchCoordinator):
 
     async def list_files(self) -> list[str]:
         return await self._run("list_files", False, cleanup.list_files)
+
+    # -- consumer groups
+
+    async def commit_offsets(
+        self, group_id: str, offsets: Sequence[OffsetCommit], now_ms: int
+    ) -> None:
+        await self._run("commit_offsets", True, groups.commit_offsets, group_id, offsets, now_ms)
+
+    async def fetch_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[CommittedOffset]:
+        return await self._run("fetch_offsets", False, groups.fetch_offsets, group_id, partitions)
+
+    async def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> None:
+        await self._run("delete_offsets", True, groups.delete_offsets, group_id, partitions)
+
+    async def save_group(self, group: GroupRecord) -> None:
+        await self._run("save_group", True, groups.save_group, group)
+
+    async def load_group(self, group_id: str) -> GroupRecord | None:
+        return await self._run("load_group", False, groups.load_group, group_id)
+
+    async def list_groups(self) -> list[GroupRecord]:
+        return await self._run("list_groups", False, groups.list_groups)
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
+        return await self._run("delete_groups", True, groups.delete_groups, group_ids)
+
+    async def expire_offsets(self, committed_before_ms: int) -> int:
+        return await self._run("expire_offsets", True, groups.expire_offsets, committed_before_ms)
 
     # -- producers and brokers
 

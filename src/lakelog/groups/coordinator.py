@@ -1,0 +1,223 @@
+"""The group coordinator: which broker owns a group, the in-memory groups this broker owns,
+loading them from and saving them to the batch coordinator, session expiry, offsets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from lakelog import metrics
+from lakelog.coordinator.interface import (
+    BrokerInfo,
+    CommittedOffset,
+    GroupRecord,
+    OffsetCommit,
+)
+from lakelog.errors import ErrorCode
+from lakelog.groups.group import Group, GroupConfig, GroupState
+
+if TYPE_CHECKING:
+    from lakelog.broker import Broker
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.1
+
+
+def owner_of(key: str, brokers: Sequence[BrokerInfo]) -> BrokerInfo:
+    """The broker that coordinates `key` (a group or transactional id): a stable hash over
+    the live brokers sorted by id, so every broker computes the same owner."""
+    ordered = sorted(brokers, key=lambda b: b.broker_id)
+    return ordered[zlib.crc32(key.encode()) % len(ordered)]
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        settings = broker.settings
+        self.config = GroupConfig(
+            initial_rebalance_delay_s=settings.group_initial_rebalance_delay_ms / 1000,
+            min_session_timeout_ms=settings.group_min_session_timeout_ms,
+            max_session_timeout_ms=settings.group_max_session_timeout_ms,
+        )
+        self._groups: dict[str, Group] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._saving: set[asyncio.Task[None]] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ placement
+    async def owns(self, key: str) -> bool:
+        brokers = await self._broker.live_brokers()
+        return owner_of(key, brokers).broker_id == self._broker.broker_id
+
+    async def coordinator_for(self, key: str) -> BrokerInfo:
+        return owner_of(key, await self._broker.live_brokers())
+
+    # ------------------------------------------------------------------ groups
+    async def get(self, group_id: str, *, create: bool) -> Group | None:
+        """The in-memory group, loaded from its saved record on first use."""
+        group = self._groups.get(group_id)
+        if group is not None:
+            return group
+        lock = self._locks.setdefault(group_id, asyncio.Lock())
+        async with lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                record = await self._broker.coordinator.load_group(group_id)
+                if record is not None:
+                    group = Group.restore(record, self.config, time.monotonic())
+                elif create:
+                    group = Group(group_id, self.config)
+                if group is not None:
+                    self._groups[group_id] = group
+                    self._update_state_gauge()
+        return group
+
+    def known(self) -> list[Group]:
+        return list(self._groups.values())
+
+    async def save(self, group: Group) -> None:
+        """Write the group's record now (the caller waits for durability)."""
+        group.dirty = False
+        await self._broker.coordinator.save_group(group.record(int(time.time() * 1000)))
+        self._update_state_gauge()
+
+    def save_later(self, group: Group) -> None:
+        if not group.dirty:
+            return
+        task = asyncio.get_running_loop().create_task(self._save_logged(group))
+        self._saving.add(task)
+        task.add_done_callback(self._saving.discard)
+
+    async def _save_logged(self, group: Group) -> None:
+        try:
+            await self.save(group)
+        except Exception:
+            log.exception("saving group %s failed", group.group_id)
+            group.dirty = True
+
+    async def delete(self, group_ids: Sequence[str]) -> list[ErrorCode]:
+        results: list[ErrorCode] = []
+        to_delete: list[str] = []
+        for group_id in group_ids:
+            group = await self.get(group_id, create=False)
+            if group is not None and not group.is_empty:
+                results.append(ErrorCode.non_empty_group)
+                continue
+            results.append(ErrorCode.none)
+            to_delete.append(group_id)
+        if to_delete:
+            answers = iter(await self._broker.coordinator.delete_groups(to_delete))
+            for i, error in enumerate(results):
+                if error == ErrorCode.none:
+                    results[i] = next(answers)
+            for group_id in to_delete:
+                self._groups.pop(group_id, None)
+        self._update_state_gauge()
+        return results
+
+    async def list(self) -> list[GroupRecord]:
+        """Every group: this broker's live view first, saved records for the rest."""
+        live = {g.group_id: g.record(0) for g in self._groups.values()}
+        saved = await self._broker.coordinator.list_groups()
+        merged = {r.group_id: r for r in saved}
+        merged.update(live)
+        return [merged[k] for k in sorted(merged)]
+
+    # ------------------------------------------------------------------ offsets
+    async def commit_offsets(self, group_id: str, offsets: Sequence[OffsetCommit]) -> None:
+        await self._broker.coordinator.commit_offsets(group_id, offsets, int(time.time() * 1000))
+        metrics.offset_commits_total.inc(len(offsets))
+
+    async def fetch_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[CommittedOffset]:
+        return await self._broker.coordinator.fetch_offsets(group_id, partitions)
+
+    # ------------------------------------------------------------------ background
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._tick_loop(), name="group-ticks"),
+            loop.create_task(self._expire_loop(), name="offset-expiry"),
+            loop.create_task(self._lag_loop(), name="group-lag"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for group in self._groups.values():
+            if group.dirty:
+                with contextlib.suppress(Exception):
+                    await self.save(group)
+        if self._saving:
+            await asyncio.gather(*self._saving, return_exceptions=True)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            now = time.monotonic()
+            for group in list(self._groups.values()):
+                before = (group.state, group.rebalances)
+                try:
+                    group.tick(now)
+                except Exception:
+                    log.exception("group %s tick failed", group.group_id)
+                if group.rebalances != before[1]:
+                    metrics.group_rebalances_total.inc(group.rebalances - before[1])
+                if group.state != before[0]:
+                    self._update_state_gauge()
+                self.save_later(group)
+
+    async def _expire_loop(self) -> None:
+        settings = self._broker.settings
+        while True:
+            await asyncio.sleep(settings.offsets_retention_check_interval_ms / 1000)
+            cutoff = int(time.time() * 1000) - settings.offsets_retention_minutes * 60_000
+            try:
+                expired = await self._broker.coordinator.expire_offsets(cutoff)
+                if expired:
+                    log.info("expired %d committed offsets of empty groups", expired)
+            except Exception:
+                log.exception("offset expiry failed")
+
+    async def _lag_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._broker.settings.group_lag_interval_ms / 1000)
+            try:
+                await self.update_lag()
+            except Exception:
+                log.exception("lag update failed")
+
+    async def update_lag(self) -> None:
+        from lakelog.coordinator.interface import PartitionKey
+
+        topics = self._broker.topics
+        for group in list(self._groups.values()):
+            committed = await self.fetch_offsets(group.group_id, None)
+            keys, rows = [], []
+            for c in committed:
+                topic = await topics.get(c.topic)
+                if topic is not None and 0 <= c.partition < topic.num_partitions:
+                    keys.append(PartitionKey(topic.topic_id, c.partition))
+                    rows.append(c)
+            if not keys:
+                continue
+            infos = await self._broker.coordinator.log_info(keys)
+            for c, info in zip(rows, infos, strict=True):
+                metrics.group_lag.labels(group=group.group_id, topic=c.topic,
+                                         partition=str(c.partition)).set(
+                    max(info.high_watermark - c.offset, 0))
+
+    def _update_state_gauge(self) -> None:
+        counts = dict.fromkeys(GroupState, 0)
+        for group in self._groups.values():
+            counts[group.state] += 1
+        for state, count in counts.items():
+            metrics.groups.labels(state=str(state)).set(count)
