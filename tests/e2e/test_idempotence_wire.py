@@ -9,6 +9,7 @@ import datetime
 from e2e_fixtures import BrokerFactory
 from e2e_harness import create_topic
 from e2e_wire import WireClient, produce_errors, produce_v7, request_class
+
 from tests.support.batches import build_batch
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45

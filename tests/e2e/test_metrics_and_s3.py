@@ -7,6 +7,7 @@ import urllib.request
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from e2e_fixtures import BrokerFactory
 from e2e_harness import create_topic, wait_until
+
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, make_bucket, s3_client
 
 

@@ -3,9 +3,9 @@
 import pytest
 from kio.index import load_response_schema
 from kio.serial import entity_reader
-from tests.support.batches import build_batch
 
 from lakelog.protocol.fetch_response import PartitionData, encode_fetch_response
+from tests.support.batches import build_batch
 
 
 @pytest.mark.parametrize("version", range(4, 13))

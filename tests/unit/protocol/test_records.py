@@ -1,7 +1,6 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.support.batches import CODECS, build_batch
 
 from lakelog.protocol.record_reader import first_offset_at_or_after, record_positions
 from lakelog.protocol.records import (
@@ -12,6 +11,7 @@ from lakelog.protocol.records import (
     validate,
     with_log_append_time,
 )
+from tests.support.batches import CODECS, build_batch
 
 
 def test_header_fields_and_crc() -> None:

@@ -12,9 +12,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tests.support.s3 import ACCESS_KEY, SECRET_KEY, make_bucket
 
 from lakelog.storage.store import ObjectStorage
+from tests.support.s3 import ACCESS_KEY, SECRET_KEY, make_bucket
 
 
 def s3_options(endpoint: str, **extra: Any) -> dict[str, Any]:
