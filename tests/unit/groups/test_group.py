@@ -1,0 +1,145 @@
+"""The classic group state machine, driven directly with a fake clock value."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakelog.errors import ErrorCode
+from lakelog.groups.group import Group, GroupConfig, GroupState, JoinRequest, JoinResult
+
+CONFIG = GroupConfig(initial_rebalance_delay_s=0.0, min_session_timeout_ms=1000,
+                     max_session_timeout_ms=60_000)
+
+
+def _join(member_id: str = "", instance: str | None = None, protocols=None,
+          session_ms: int = 10_000, protocol_type: str = "consumer") -> JoinRequest:
+    return JoinRequest(member_id, instance, "client", "/127.0.0.1", session_ms, session_ms,
+                       protocol_type, protocols or [("range", b"meta")],
+                       require_known_member_id=True)
+
+
+async def _member(group: Group, now: float = 0.0, **kw) -> str:
+    """A new member through the KIP-394 handshake; returns its id (join left pending)."""
+    first = group.join(_join(**kw), now)
+    if isinstance(first, JoinResult) and first.error == ErrorCode.member_id_required:
+        return first.member_id
+    raise AssertionError(first)
+
+
+async def _stable_group(*instances: str | None) -> tuple[Group, list[str]]:
+    """Members join within the initial delay, so one rebalance takes them all."""
+    group = Group("g", GroupConfig(0.1, 1000, 60_000))
+    futures = []
+    for instance in instances:
+        if instance is None:
+            member_id = await _member(group)
+            futures.append(group.join(_join(member_id), 0.0))
+        else:
+            futures.append(group.join(_join(instance=instance), 0.0))
+    group.tick(0.2)
+    results = [f if isinstance(f, JoinResult) else await f for f in futures]
+    ids = [r.member_id for r in results]
+    leader = results[0].leader
+    generation = results[0].generation
+    sync = group.sync(generation, leader, None, "consumer", "range",
+                      [(m, m.encode()) for m in ids], 0.0)
+    assert not isinstance(sync, JoinResult)
+    return group, ids
+
+
+async def test_kip394_then_single_member_generation() -> None:
+    group, (member,) = await _stable_group(None)
+    assert group.state == GroupState.STABLE and group.generation == 1
+    assert group.leader == member
+    synced = group.sync(1, member, None, None, None, [], 0.0)
+    assert synced.assignment == member.encode()
+    assert group.heartbeat(1, member, None, 1.0) == ErrorCode.none
+
+
+async def test_second_member_triggers_rebalance_and_both_get_new_generation() -> None:
+    group, (first,) = await _stable_group(None)
+    second = await _member(group, 1.0)
+    f2 = group.join(_join(second), 1.0)
+    assert group.state == GroupState.PREPARING_REBALANCE
+    assert group.heartbeat(1, first, None, 1.0) == ErrorCode.rebalance_in_progress
+    f1 = group.join(_join(first), 1.0)  # the old member rejoins: the join completes
+    r1, r2 = await f1, await f2
+    assert r1.generation == r2.generation == 2
+    assert r1.leader == first and {m[0] for m in r1.members} == {first, second}
+    assert r2.members == ()
+
+
+async def test_members_that_do_not_rejoin_are_dropped_at_rebalance_timeout() -> None:
+    group, (first,) = await _stable_group(None)
+    second = await _member(group, 1.0)
+    f2 = group.join(_join(second), 1.0)
+    group.tick(1.0 + 10.5)  # past the rebalance timeout (10 s)
+    result = await f2
+    assert result.error == ErrorCode.none and first not in group.members
+    assert group.generation == 2 and result.leader == second
+
+
+async def test_errors_for_unknown_member_and_stale_generation() -> None:
+    group, (member,) = await _stable_group(None)
+    assert group.heartbeat(1, "nobody", None, 0.0) == ErrorCode.unknown_member_id
+    assert group.heartbeat(0, member, None, 0.0) == ErrorCode.illegal_generation
+    assert group.sync(7, member, None, None, None, [], 0.0).error == \
+        ErrorCode.illegal_generation
+    assert group.check_commit(0, member, None) == ErrorCode.illegal_generation
+    assert group.check_commit(1, "nobody", None) == ErrorCode.unknown_member_id
+    assert group.check_commit(-1, "", None) == ErrorCode.unknown_member_id  # group active
+    result = group.join(_join(protocol_type="other"), 0.0)
+    assert isinstance(result, JoinResult)
+    assert result.error == ErrorCode.inconsistent_group_protocol
+
+
+async def test_session_expiry_and_leave_empty_the_group() -> None:
+    group, (a, b) = await _stable_group(None, None)
+    generation = group.generation
+    group.heartbeat(generation, b, None, 5.0)
+    group.tick(10.5)  # a's session (10 s from 0) expired, b heartbeated at 5
+    assert a not in group.members and group.state == GroupState.PREPARING_REBALANCE
+    rejoin = group.join(_join(b), 10.6)
+    assert (await rejoin).generation == generation + 1
+    assert group.leave(b, None, 11.0) == ErrorCode.none
+    assert group.state == GroupState.EMPTY and group.is_empty
+    assert group.check_commit(-1, "", None) == ErrorCode.none
+
+
+async def test_static_member_restart_keeps_assignment_without_rebalance() -> None:
+    group, (static_leader, static_other) = await _stable_group("i-1", "i-2")
+    generation = group.generation
+    back = group.join(_join(instance="i-2"), 3.0)  # restarted: no member id
+    assert isinstance(back, JoinResult) and back.error == ErrorCode.none
+    assert back.generation == generation and group.state == GroupState.STABLE
+    assert back.member_id != static_other
+    synced = group.sync(generation, back.member_id, "i-2", None, None, [], 3.0)
+    assert synced.assignment == static_other.encode()
+    # The old incarnation is fenced.
+    assert group.heartbeat(generation, static_other, "i-2", 3.0) == ErrorCode.fenced_instance_id
+    assert group.heartbeat(generation, static_leader, "i-1", 3.0) == ErrorCode.none
+
+
+async def test_restore_from_record_resumes_generation() -> None:
+    group, ids = await _stable_group(None, None)
+    record = group.record(123)
+    restored = Group.restore(record, CONFIG, now=100.0)
+    assert restored.state == GroupState.STABLE and restored.generation == group.generation
+    assert set(restored.members) == set(ids)
+    assert restored.heartbeat(group.generation, ids[0], None, 101.0) == ErrorCode.none
+    synced = restored.sync(group.generation, ids[1], None, None, None, [], 101.0)
+    assert synced.assignment == ids[1].encode()
+
+
+@pytest.mark.parametrize("delay", [0.5])
+async def test_initial_rebalance_delay_waits_for_more_members(delay: float) -> None:
+    group = Group("g", GroupConfig(delay, 1000, 60_000))
+    a = await _member(group, 0.0)
+    fa = group.join(_join(a), 0.0)
+    group.tick(0.2)
+    assert not fa.done()  # still inside the delay
+    b = await _member(group, 0.3)
+    fb = group.join(_join(b), 0.3)
+    group.tick(0.9)
+    ra, rb = await fa, await fb
+    assert ra.generation == rb.generation == 1 and len(ra.members) == 2
