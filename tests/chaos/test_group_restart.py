@@ -136,6 +136,7 @@ def test_committed_offsets_and_generation_survive_sigkill(
         time.sleep(1.0)
         problems = exactly_once_problems(late, newcomer.seen)
         assert not problems, [*problems, newcomer.describe()]
+        assert not broker.tracebacks(), "\n\n".join(broker.tracebacks())
     finally:
         stop_all(m for m in members if m.thread.is_alive())
 

@@ -192,3 +192,16 @@ async def test_instances_share_groups(open_instance: OpenInstance) -> None:
     await b.commit_offsets("g", [OffsetCommit("t", 0, 2)], now_ms=2)
     [committed] = await a.fetch_offsets("g", [("t", 0)])
     assert committed.offset == 2
+
+
+async def test_deleting_a_topic_deletes_its_committed_offsets(
+    coordinator: BatchCoordinator,
+) -> None:
+    from lakelog.coordinator.interface import CreateTopicRequest, OffsetCommit
+
+    await coordinator.create_topics([CreateTopicRequest("doomed", 1, 1)])
+    await coordinator.commit_offsets("g", [OffsetCommit("doomed", 0, 5),
+                                           OffsetCommit("kept", 0, 7)], 1)
+    await coordinator.delete_topics(["doomed"])
+    found = await coordinator.fetch_offsets("g", None)
+    assert [(c.topic, c.offset) for c in found] == [("kept", 7)]

@@ -71,6 +71,16 @@ def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
         warn_tracebacks(proc)
 
 
+@pytest.fixture(autouse=True)
+def no_new_broker_tracebacks(group_broker: BrokerProcess) -> Iterator[None]:
+    """A traceback in the broker log is a broker bug even when every client succeeded."""
+    before = len(group_broker.tracebacks())
+    yield
+    new = group_broker.tracebacks()[before:]
+    if new:
+        pytest.fail("the broker logged tracebacks during the test:\n" + "\n\n".join(new))
+
+
 @pytest.fixture
 def broker(group_broker: BrokerProcess) -> BrokerProcess:
     if not group_broker.alive():

@@ -275,15 +275,20 @@ def live(bad_broker: BrokerProcess) -> Iterator[LiveGroup]:
 
 @pytest.fixture
 def wire(bad_broker: BrokerProcess, live: LiveGroup) -> Iterator[WireClient]:
-    """A raw connection; after the test the live group must still work."""
+    """A raw connection; after the test the live group must still work and the broker
+    must have logged no traceback."""
     if not bad_broker.alive():
         pytest.fail(f"the broker died earlier\n{bad_broker.log_tail()}")
+    before = len(bad_broker.tracebacks())
     client = WireClient(bad_broker.port)
     try:
         yield client
     finally:
         client.close()
     live.check()
+    new = bad_broker.tracebacks()[before:]
+    if new:
+        pytest.fail("the broker logged tracebacks during the test:\n" + "\n\n".join(new))
 
 
 # ------------------------------------------------------------------- cases

@@ -345,7 +345,8 @@ class BatchCoordinator(abc.ABC):
     @abc.abstractmethod
     async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
         """UNKNOWN_TOPIC_OR_PARTITION for a missing name. The topic's batches stop counting
-        as live bytes of their files; files left with none are marked for deletion."""
+        as live bytes of their files; files left with none are marked for deletion. Groups'
+        committed offsets for the topic are deleted too (Kafka's behaviour)."""
 
     @abc.abstractmethod
     async def create_partitions(

@@ -114,6 +114,9 @@ def delete_topics(conn: sqlite3.Connection, names: Sequence[str]) -> list[Delete
             results.append(DeleteTopicResult(name, ErrorCode.unknown_topic_or_partition))
             continue
         drop_topic(conn, row[0], now)
+        # As in Kafka, a deleted topic's committed offsets go with it: a topic re-created
+        # under the same name starts without them.
+        conn.execute("DELETE FROM group_offsets WHERE topic = ?", (name,))
         results.append(DeleteTopicResult(name, ErrorCode.none, topic_id=UUID(row[1])))
     return results
 
