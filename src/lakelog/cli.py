@@ -11,17 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
+from lakelog.cli_groups import groups_app
+from lakelog.cli_topics import topics_app
 from lakelog.config import Settings
 
 app = typer.Typer(help="Lakelog: a diskless, Kafka-compatible streaming log.",
                   no_args_is_help=True, add_completion=False)
 
-try:
-    from lakelog.cli_topics import topics_app
-
-    app.add_typer(topics_app, name="topics", help="Create, list, describe and delete topics.")
-except ImportError:  # pragma: no cover - the topics CLI is optional while being built
-    pass
+app.add_typer(topics_app, name="topics", help="Create, list, describe and delete topics.")
+app.add_typer(groups_app, name="groups",
+              help="List, describe and delete consumer groups; reset their offsets.")
 
 
 def _configure_logging(level: str) -> None:
