@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
-from uuid import UUID
 
 from lakelog.api.dispatch import Dispatcher
 from lakelog.background.cleaner import FileCleaner
@@ -85,12 +83,6 @@ class Broker:
     def self_info(self) -> BrokerInfo:
         return BrokerInfo(self.broker_id, self.broker_epoch, self.settings.rack, self.host,
                           self.port, int(time.time() * 1000))
-
-    @staticmethod
-    def leader_for(brokers: list[BrokerInfo], topic_id: UUID, partition: int) -> int:
-        """A stable choice among live brokers, so load spreads and keyed order holds."""
-        index = zlib.crc32(topic_id.bytes + partition.to_bytes(4, "big")) % len(brokers)
-        return brokers[index].broker_id
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> tuple[str, int]:

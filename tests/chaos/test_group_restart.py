@@ -124,7 +124,7 @@ def test_committed_offsets_and_generation_survive_sigkill(
             p: 1 + max(o for (q, o) in produced if q == p) for p in range(PARTITIONS)
         }
         wait_until(lambda: committed_offsets(broker.bootstrap, group) == expected_end, 15,
-                   "the final commits to be visible")
+                   "the final commits to be visible", interval=0.5)
 
         # Crash again with the group empty; a new consumer starts exactly at the commits.
         broker.kill()

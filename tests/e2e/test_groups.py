@@ -405,6 +405,7 @@ def test_list_describe_delete_groups_and_multi_group_offsets(
             other: (0, {(0, 7, 0), (1, -1, 0)}),
             missing_group: (0, {(0, -1, 0)}),
         }, got
+        # confluent-kafka 2.16's Python API takes one group per call.
         (c_off,) = cadmin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(other, [TopicPartition(topic_name, 0)])],
             request_timeout=15,

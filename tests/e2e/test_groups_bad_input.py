@@ -112,8 +112,10 @@ def heartbeat_request(group: str, generation: int, member_id: str) -> Any:
     )
 
 
-def leave_request(group: str, member_id: str) -> Any:
-    m = request_class(LEAVE, 3)
+def leave_request(group: str, member_id: str, version: int = 3) -> Any:
+    m = request_class(LEAVE, version)
+    if version < 3:
+        return m.LeaveGroupRequest(group_id=GroupId(group), member_id=member_id)
     return m.LeaveGroupRequest(
         group_id=GroupId(group),
         members=(m.MemberIdentity(member_id=member_id, group_instance_id=None),),
@@ -431,3 +433,18 @@ def test_empty_group_id(wire: WireClient) -> None:
     # its newer coordinator refuses them with INVALID_GROUP_ID. Either is fine, a crash not.
     commit = wire.request(COMMIT, 7, commit_request("", -1, "", 1))
     assert commit_errors(commit) in ([NONE], [INVALID_GROUP_ID]), commit
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
+def test_leave_group_every_version(wire: WireClient, version: int) -> None:
+    """Not bad input: LeaveGroup as each client generation sends it (librdkafka uses v1,
+    aiokafka v0/v1). Before v3 the response has a top-level error and no member list."""
+    raw = RawMember(unique(f"leave-v{version}")).form(wire)
+    response = wire.request(LEAVE, version, leave_request(raw.group, raw.member_id, version))
+    assert int(response.error_code) == NONE, response
+    if version >= 3:
+        assert [(mm.member_id, int(mm.error_code)) for mm in response.members] == [
+            (raw.member_id, NONE)
+        ], response
+    gone = wire.request(HEARTBEAT, 3, heartbeat_request(raw.group, raw.generation, raw.member_id))
+    assert int(gone.error_code) == UNKNOWN_MEMBER_ID, gone

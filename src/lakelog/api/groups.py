@@ -79,6 +79,7 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
         protocol_type=request.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
         require_known_member_id=ctx.api_version >= 4,
+        supports_skip_assignment=ctx.api_version >= 9,
     )
     outcome = group.join(join, time.monotonic())
     groups.save_later(group)
@@ -163,7 +164,7 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
         members=tuple(
             build(m.MemberResponse, member_id=mid, group_instance_id=iid, error_code=e)
             for (mid, iid), e in zip(leaving, results, strict=False)
-        ),
+        ) if ctx.api_version >= 3 else (),
     )
 
 

@@ -16,6 +16,7 @@ from lakelog.api.registry import handles
 from lakelog.coordinator.interface import CreateTopicRequest, TopicInfo
 from lakelog.errors import ErrorCode
 from lakelog.topics import topic_name_error
+from lakelog.zones import client_zone, partition_broker, zone_brokers
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,10 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         if missing and allow and broker.settings.auto_create_topics_enable:
             await _auto_create(ctx, missing)
 
-    brokers = await broker.live_brokers()
-    broker_ids = tuple(b.broker_id for b in brokers)
+    all_brokers = await broker.live_brokers()
+    # Clients in a zone see only that zone's brokers, so no byte crosses zones.
+    brokers = zone_brokers(all_brokers, client_zone(ctx.client_id))
+    broker_ids = tuple(sorted(b.broker_id for b in brokers))
 
     def describe(name: str | None, topic: TopicInfo | None, topic_id: Any = None) -> Any:
         if topic is None:
@@ -83,7 +86,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
                 m.MetadataResponsePartition,
                 error_code=ErrorCode.none,
                 partition_index=p,
-                leader_id=broker.leader_for(brokers, topic.topic_id, p),
+                leader_id=partition_broker(brokers, topic.topic_id, p),
                 leader_epoch=LEADER_EPOCH,
                 replica_nodes=broker_ids,
                 isr_nodes=broker_ids,
@@ -119,7 +122,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             for b in brokers
         ),
         cluster_id=broker.cluster_id,
-        controller_id=brokers[0].broker_id,
+        controller_id=min(b.broker_id for b in all_brokers),
         topics=tuple(topics),
         cluster_authorized_operations=(
             CLUSTER_AUTHORIZED_OPERATIONS

@@ -45,6 +45,8 @@ class JoinRequest:
     protocols: Sequence[tuple[str, bytes]]
     require_known_member_id: bool
     """JoinGroup v4+ (KIP-394): a new member first gets MEMBER_ID_REQUIRED and its id."""
+    supports_skip_assignment: bool = False
+    """JoinGroup v9+: a returning static leader can be told to skip the assignment."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,9 +263,21 @@ class Group:
         if was_leader:
             self.leader = new_id
         unchanged = list(request.protocols) == old.protocols
-        if self.state == GroupState.STABLE and unchanged and not was_leader:
+        if self.state == GroupState.STABLE and unchanged:
+            # Kafka's rule: no rebalance. A returning leader either learns the members but
+            # skips the assignment (v9+), or is told the old leader id and so acts as a
+            # follower; either way it then syncs its kept assignment.
             self.dirty = True
-            return self._current(member, with_members=False)
+            if not was_leader:
+                return self._current(member, with_members=False)
+            if request.supports_skip_assignment:
+                result = self._current(member, with_members=True)
+                return JoinResult(result.error, result.member_id, result.generation,
+                                  result.protocol_type, result.protocol_name, result.leader,
+                                  result.members, skip_assignment=True)
+            result = self._current(member, with_members=False)
+            return JoinResult(result.error, result.member_id, result.generation,
+                              result.protocol_type, result.protocol_name, old_id)
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join_future = future
         if self.state != GroupState.PREPARING_REBALANCE:

@@ -143,3 +143,16 @@ async def test_initial_rebalance_delay_waits_for_more_members(delay: float) -> N
     group.tick(0.9)
     ra, rb = await fa, await fb
     assert ra.generation == rb.generation == 1 and len(ra.members) == 2
+
+
+async def test_static_leader_restart_does_not_rebalance() -> None:
+    group, (leader, _other) = await _stable_group("i-1", "i-2")
+    assert group.leader == leader
+    generation = group.generation
+    back = group.join(_join(instance="i-1"), 3.0)
+    assert isinstance(back, JoinResult) and back.error == ErrorCode.none
+    assert group.state == GroupState.STABLE and back.generation == generation
+    assert back.leader == leader  # the old id: the new incarnation acts as a follower
+    assert group.leader == back.member_id
+    synced = group.sync(generation, back.member_id, "i-1", None, None, [], 3.0)
+    assert synced.assignment == leader.encode()

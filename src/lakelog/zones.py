@@ -1,0 +1,41 @@
+"""Which availability zone a client is in, and which brokers of that zone serve it.
+
+A client names its zone in `client.id` as `lakelog_az=<zone>` (WarpStream and Inkless use
+the same convention), or through the rack id Fetch v11+ carries. Brokers are matched on
+their `--rack`.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from uuid import UUID
+
+from lakelog.coordinator.interface import BrokerInfo
+
+_ZONE = re.compile(r"(?:^|[\s,;])lakelog_az=([A-Za-z0-9._:-]+)")
+
+
+def client_zone(client_id: str | None) -> str | None:
+    if not client_id:
+        return None
+    match = _ZONE.search(client_id)
+    return match.group(1) if match else None
+
+
+def zone_brokers(brokers: Sequence[BrokerInfo], zone: str | None) -> list[BrokerInfo]:
+    """The live brokers of the client's zone; all of them when it has none (or no zone)."""
+    if zone:
+        local = [b for b in brokers if b.rack == zone]
+        if local:
+            return local
+    return list(brokers)
+
+
+def partition_broker(brokers: Sequence[BrokerInfo], topic_id: UUID, partition: int) -> int:
+    """A stable pick among `brokers` (sorted by id), so load spreads across them and one
+    partition's keyed traffic goes to one broker while membership is unchanged."""
+    ordered = sorted(brokers, key=lambda b: b.broker_id)
+    index = zlib.crc32(topic_id.bytes + partition.to_bytes(4, "big")) % len(ordered)
+    return ordered[index].broker_id
