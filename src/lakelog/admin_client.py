@@ -35,6 +35,7 @@ API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 18, 3, 
 CREATE_PARTITIONS, LIST_OFFSETS, FIND_COORDINATOR, LIST_GROUPS = 37, 2, 10, 16
 DESCRIBE_GROUPS, OFFSET_FETCH, OFFSET_COMMIT, DELETE_GROUPS = 15, 9, 8, 42
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
 GROUP_KEY_TYPE = 0
 EARLIEST, LATEST = -2, -1
 """ListOffsets' special timestamps: the log start and the log end."""
@@ -124,6 +125,7 @@ class Node:
     node_id: int
     host: str
     port: int
+    rack: str | None = None
 
     @property
     def address(self) -> str:
@@ -399,8 +401,11 @@ class AdminClient:
     async def brokers(self) -> list[Node]:
         """The cluster's brokers, by node id."""
         response = await self._metadata(())
-        return sorted((Node(int(b.node_id), b.host, int(b.port)) for b in response.brokers),
-                      key=lambda n: n.node_id)
+        return sorted((Node(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
+                       for b in response.brokers), key=lambda n: n.node_id)
+
+    async def controller_id(self) -> int:
+        return int(getattr(await self._metadata(()), "controller_id", -1))
 
     async def describe_topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
         """Topics from Metadata (all of them with None), sorted by name; a missing named
@@ -430,8 +435,16 @@ class AdminClient:
         return [t.name for t in await self.describe_topics(None)]
 
     async def describe_topic_configs(self, name: str) -> list[ConfigValue]:
+        return await self._describe_configs(TOPIC_RESOURCE, name)
+
+    async def describe_broker_configs(self, node: Node) -> list[ConfigValue]:
+        """A broker's own settings (asked of that broker, as Kafka requires)."""
+        client = await self.client_for(node)
+        return await client._describe_configs(BROKER_RESOURCE, str(node.node_id))
+
+    async def _describe_configs(self, resource_type: int, name: str) -> list[ConfigValue]:
         def make(m: ModuleType, _version: int) -> Any:
-            resource = m.DescribeConfigsResource(resource_type=TOPIC_RESOURCE,
+            resource = m.DescribeConfigsResource(resource_type=resource_type,
                                                  resource_name=name, configuration_keys=None)
             return build(m.DescribeConfigsRequest, resources=(resource,),
                          include_synonyms=False, include_documentation=False)

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from lakelog.cli_cluster import cluster_app
 from lakelog.cli_groups import groups_app
 from lakelog.cli_topics import topics_app
 from lakelog.config import Settings
@@ -21,6 +22,7 @@ app = typer.Typer(help="Lakelog: a diskless, Kafka-compatible streaming log.",
 app.add_typer(topics_app, name="topics", help="Create, list, describe and delete topics.")
 app.add_typer(groups_app, name="groups",
               help="List, describe and delete consumer groups; reset their offsets.")
+app.add_typer(cluster_app, name="cluster", help="Inspect the brokers of the cluster.")
 
 
 def _configure_logging(level: str) -> None:
@@ -61,6 +63,9 @@ def serve(
     coordinator_url: Annotated[str | None, typer.Option(help="sqlite:///path")] = None,
     metrics_listen: Annotated[str | None, typer.Option(help="HOST:PORT for /metrics.")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    brokers: Annotated[int, typer.Option(
+        help="Start N broker processes (ids and ports counted up from the given ones).",
+    )] = 1,
 ) -> None:
     """Run a broker. Flags override env LAKELOG_* which override lakelog.toml."""
     given: dict[str, Any] = {
@@ -69,6 +74,12 @@ def serve(
         "coordinator_url": coordinator_url, "metrics_listen": metrics_listen,
     }
     settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    if brokers > 1:
+        from lakelog.supervisor import run_brokers
+
+        flags = {**given, "listen": settings.listen, "data_dir": settings.data_dir,
+                 "log_level": log_level}
+        raise typer.Exit(run_brokers(brokers, flags))
     _configure_logging(log_level)
     os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", "4294967296")
     try:

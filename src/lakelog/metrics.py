@@ -84,3 +84,12 @@ group_lag = Gauge(
     "lakelog_group_lag", "Records between a group's committed offset and the log end",
     ["group", "topic", "partition"], registry=REGISTRY,
 )
+
+zone_bytes_total = Counter(
+    "lakelog_zone_bytes", "Record bytes by direction, client zone and broker zone",
+    ["direction", "client_zone", "broker_zone"], registry=REGISTRY,
+)
+cross_zone_bytes_total = Counter(
+    "lakelog_cross_zone_bytes", "Record bytes between a client and a broker in different zones",
+    ["direction"], registry=REGISTRY,
+)

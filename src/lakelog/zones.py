@@ -39,3 +39,13 @@ def partition_broker(brokers: Sequence[BrokerInfo], topic_id: UUID, partition: i
     ordered = sorted(brokers, key=lambda b: b.broker_id)
     index = zlib.crc32(topic_id.bytes + partition.to_bytes(4, "big")) % len(ordered)
     return ordered[index].broker_id
+
+
+def count_bytes(direction: str, client: str | None, broker: str | None, size: int) -> None:
+    """Record traffic by zone pair; it is cross-zone only when both zones are known."""
+    from lakelog import metrics
+
+    metrics.zone_bytes_total.labels(direction, client or "unknown", broker or "unknown").inc(
+        size)
+    if client and broker and client != broker:
+        metrics.cross_zone_bytes_total.labels(direction).inc(size)

@@ -165,14 +165,16 @@ def topic_entries(own: Mapping[str, str], settings: Settings) -> list[ConfigEntr
     return entries
 
 
-def broker_entries(settings: Settings) -> list[ConfigEntry]:
-    """The broker settings a Kafka tool looks for, all read-only (they are static here)."""
+def broker_entries(settings: Settings, broker_epoch: int = -1) -> list[ConfigEntry]:
+    """The broker settings a Kafka tool looks for, all read-only (they are static here),
+    plus `broker.epoch`, the registration epoch the coordinator fences commits with."""
     host, port = settings.advertised_host_port
     listen_host, listen_port = settings.listen_host_port
     values: list[tuple[str, str | None, ConfigType, str]] = [
         ("advertised.listeners", f"PLAINTEXT://{host}:{port}", ConfigType.LIST, "advertised"),
         ("auto.create.topics.enable", str(settings.auto_create_topics_enable).lower(),
          ConfigType.BOOLEAN, "auto_create_topics_enable"),
+        ("broker.epoch", str(broker_epoch), ConfigType.LONG, ""),
         ("broker.id", str(settings.broker_id), ConfigType.INT, "broker_id"),
         ("broker.rack", settings.rack, ConfigType.STRING, "rack"),
         ("default.replication.factor", str(settings.default_replication_factor),
@@ -350,7 +352,7 @@ async def _entries_for(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
         return topic_entries(topics[0].configs, settings)
     if resource.resource_type == BROKER_RESOURCE:
         _check_broker_name(resource.resource_name, ctx.broker.broker_id)
-        return broker_entries(settings)
+        return broker_entries(settings, ctx.broker.broker_epoch)
     raise _unsupported_type(resource.resource_type)
 
 

@@ -19,6 +19,7 @@ from lakelog.coordinator.interface import (
 from lakelog.errors import ErrorCode
 from lakelog.protocol.fetch_response import PartitionData, encode_fetch_response
 from lakelog.protocol.records import base_offset_bytes, with_log_append_time
+from lakelog.zones import client_zone, count_bytes
 
 FETCH_KEY = 1
 
@@ -118,4 +119,7 @@ async def fetch(ctx: RequestContext, request: Any) -> RawResponse:
             break
         await ctx.broker.waiter.wait(remaining, since)
     metrics.bytes_out_total.inc(total)
+    if total:
+        zone = client_zone(ctx.client_id) or getattr(request, "rack_id", None) or None
+        count_bytes("out", zone, ctx.broker.settings.rack, total)
     return RawResponse(encode_fetch_response(ctx.api_version, topics))

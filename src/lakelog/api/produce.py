@@ -19,6 +19,7 @@ from lakelog.errors import ErrorCode
 from lakelog.produce.wal_writer import AppendRequest
 from lakelog.protocol.records import InvalidBatch, split_batches, validate
 from lakelog.topic_config import effective
+from lakelog.zones import client_zone, count_bytes
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,9 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
     outcomes = await _validate(ctx, request, appends)
     results: list[CommitBatchResult] = []
     if appends:
-        metrics.bytes_in_total.inc(sum(len(a.data) for a in appends))
+        size = sum(len(a.data) for a in appends)
+        metrics.bytes_in_total.inc(size)
+        count_bytes("in", client_zone(ctx.client_id), ctx.broker.settings.rack, size)
         futures = await ctx.broker.wal.append(appends)
         if request.acks == 0:
             return NO_RESPONSE
