@@ -13,6 +13,7 @@ from lakelog.background.retention import RetentionLoop
 from lakelog.config import Settings
 from lakelog.coordinator import open_coordinator
 from lakelog.coordinator.interface import BatchCoordinator, BrokerInfo
+from lakelog.errors import ErrorCode
 from lakelog.fetch.cache import BatchCache
 from lakelog.fetch.reader import BatchReader
 from lakelog.fetch.waiter import CommitWaiter
@@ -48,6 +49,8 @@ class Broker:
             commit_interval_ms=settings.produce_commit_interval_ms,
             max_sealed_buffers=settings.produce_max_sealed_buffers,
             on_commit=self._on_commit,
+            on_fenced=self._on_fenced,
+            commit_delay_ms=settings.fault_commit_delay_ms,
         )
         self.server = Server(
             Dispatcher(self),
@@ -60,6 +63,7 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._brokers_cache: tuple[float, list[BrokerInfo]] = (0.0, [])
         self._stopped = asyncio.Event()
+        self._registering = asyncio.Lock()
 
     # ---------------------------------------------------------------- commit listener
     def _on_commit(self, committed: CommittedObject) -> None:
@@ -110,9 +114,41 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.coordinator.heartbeat_broker(self.broker_id, self.broker_epoch)
+                error = await self.coordinator.heartbeat_broker(self.broker_id, self.broker_epoch)
+                if error != ErrorCode.none:
+                    await self.reregister(f"heartbeat answered {error.name}")
+                await self._fence_silent_brokers()
             except Exception:
                 log.exception("broker heartbeat failed")
+
+    async def _fence_silent_brokers(self) -> None:
+        """Declare brokers that missed their session dead, so a paused zombie can never
+        commit again under its old epoch (every broker checks; the first one wins)."""
+        silent_since = int(time.time() * 1000) - self.settings.broker_session_timeout_ms
+        for other in await self.coordinator.list_brokers(0):
+            if other.broker_id == self.broker_id or other.last_heartbeat >= silent_since:
+                continue
+            if await self.coordinator.fence_broker(other.broker_id, other.broker_epoch,
+                                                   silent_since):
+                log.warning("fenced broker %d (epoch %d): no heartbeat for %d ms",
+                            other.broker_id, other.broker_epoch,
+                            self.settings.broker_session_timeout_ms)
+
+    async def reregister(self, why: str) -> None:
+        """This broker was fenced: take a new epoch before committing anything again."""
+        async with self._registering:
+            old = self.broker_epoch
+            self.broker_epoch = await self.coordinator.register_broker(
+                self.broker_id, self.settings.rack, self.host, self.port
+            )
+            self._brokers_cache = (0.0, [])
+            log.warning("re-registered with epoch %d (was %d): %s", self.broker_epoch, old, why)
+
+    def _on_fenced(self) -> None:
+        if not self._registering.locked():
+            task = asyncio.get_running_loop().create_task(
+                self.reregister("a commit was refused with STALE_BROKER_EPOCH"))
+            self._background.append(task)
 
     async def stop(self, drain_timeout: float = 30.0) -> None:
         """Stop accepting, seal and commit the WAL, answer in-flight requests, close."""

@@ -91,6 +91,9 @@ class Settings(BaseSettings):
     broker_heartbeat_interval_ms: int = 2_000
     broker_session_timeout_ms: int = 30_000
 
+    fault_commit_delay_ms: int = 0
+    """Fault injection for tests only: wait this long between upload and commit."""
+
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod

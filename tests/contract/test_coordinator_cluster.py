@@ -73,3 +73,27 @@ async def test_change_token(open_instance: OpenInstance) -> None:
     await commit(b, [batch(t)])
     assert await a.change_token() != token_a
     assert await b.change_token() != token_b
+
+
+async def test_fencing_a_silent_broker_rejects_its_commits_and_heartbeats(
+    coordinator: BatchCoordinator,
+) -> None:
+    from lakelog.coordinator.interface import CommitBatch, TimestampType
+
+    topic_id = await new_topic(coordinator, 1)
+    epoch = await coordinator.register_broker(7, "z1", "127.0.0.1", 9999)
+    now = int(time.time() * 1000)
+    # Heard from recently: not fenced.
+    assert not await coordinator.fence_broker(7, epoch, now - 60_000)
+    assert await coordinator.fence_broker(7, epoch, now + 1_000)
+    assert not await coordinator.fence_broker(7, epoch, now + 1_000)  # already fenced
+    assert 7 not in [b.broker_id for b in await coordinator.list_brokers(0)]
+    assert await coordinator.heartbeat_broker(7, epoch) == ErrorCode.stale_broker_epoch
+    batch = CommitBatch(topic_id, 0, 0, 10, 1, 0, 0, TimestampType.CREATE_TIME)
+    [result] = await coordinator.commit_file("wal/zombie", 7, epoch, 10, [batch])
+    assert result.error == ErrorCode.stale_broker_epoch
+    fresh = await coordinator.register_broker(7, "z1", "127.0.0.1", 9999)
+    assert fresh > epoch
+    assert await coordinator.heartbeat_broker(7, fresh) == ErrorCode.none
+    [ok] = await coordinator.commit_file("wal/after", 7, fresh, 10, [batch])
+    assert ok.error == ErrorCode.none and ok.base_offset == 0

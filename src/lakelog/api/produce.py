@@ -104,6 +104,9 @@ def _partition_result(
         return outcome.error, -1, -1, -1
     mine = results[outcome.first : outcome.first + outcome.count]
     for r in mine:
+        if r.error == ErrorCode.stale_broker_epoch:
+            # This broker was fenced: the client should retry, possibly elsewhere.
+            return ErrorCode.not_leader_or_follower, -1, -1, -1
         if r.error != ErrorCode.none:
             return r.error, -1, -1, -1
     first = mine[0]

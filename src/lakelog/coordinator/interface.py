@@ -506,6 +506,15 @@ class BatchCoordinator(abc.ABC):
     async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
         """Brokers whose last heartbeat is at or after the given time, by id."""
 
+    @abc.abstractmethod
+    async def fence_broker(self, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
+        """Declare a silent broker dead: if `broker_epoch` is still its current epoch and its
+        last heartbeat is older than `silent_since_ms`, replace the epoch with a new one
+        nobody holds, so its later commits (STALE_BROKER_EPOCH for every batch) and
+        heartbeats (STALE_BROKER_EPOCH) are refused: the zombie-broker fencing of KIP-1164.
+        A fenced broker is left out of every `list_brokers` answer until it registers again.
+        True if this call fenced it."""
+
     # -- change notification
     @abc.abstractmethod
     async def change_token(self) -> int:

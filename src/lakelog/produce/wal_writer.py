@@ -72,6 +72,8 @@ class WalWriter:
         commit_interval_ms: int,
         max_sealed_buffers: int,
         on_commit: Callable[[CommittedObject], None],
+        on_fenced: Callable[[], None] = lambda: None,
+        commit_delay_ms: int = 0,
     ) -> None:
         self._storage = storage
         self._coordinator = coordinator
@@ -81,6 +83,8 @@ class WalWriter:
         self._interval_s = commit_interval_ms / 1000
         self._max_sealed = max_sealed_buffers
         self._on_commit = on_commit
+        self._on_fenced = on_fenced
+        self._commit_delay_s = commit_delay_ms / 1000
         self._active = _Buffer()
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -143,7 +147,9 @@ class WalWriter:
         self._previous_commit = done
         self._sealed += 1
         metrics.wal_buffers_in_flight.inc()
-        task = loop.create_task(self._write(buffer, previous, done))
+        # The epoch the batches were accepted under: if this broker is fenced before the
+        # commit, the commit must be refused even if a new epoch was taken meanwhile.
+        task = loop.create_task(self._write(buffer, previous, done, self._broker_epoch()))
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
@@ -153,6 +159,7 @@ class WalWriter:
         buffer: _Buffer,
         previous: asyncio.Future[None] | None,
         done: asyncio.Future[None],
+        epoch: int,
     ) -> None:
         try:
             key = new_wal_key()
@@ -171,12 +178,15 @@ class WalWriter:
                               len(buffer.entries))
                 metrics.wal_commit_failures_total.labels(stage="upload").inc()
                 uploaded = False
+            if self._commit_delay_s:
+                # Fault injection for tests: widen the upload-to-commit window.
+                await asyncio.sleep(self._commit_delay_s)
             if previous is not None:
                 await asyncio.shield(previous)
             if not uploaded:
                 self._fail(buffer)
                 return
-            await self._commit(key, wal.size, wal.placements, buffer)
+            await self._commit(key, wal.size, wal.placements, buffer, epoch)
         finally:
             if not done.done():
                 done.set_result(None)
@@ -190,6 +200,7 @@ class WalWriter:
         size: int,
         placements: Sequence[tuple[int, int]],
         buffer: _Buffer,
+        epoch: int,
     ) -> None:
         batches = [
             CommitBatch(
@@ -210,7 +221,7 @@ class WalWriter:
         ]
         try:
             results = await self._coordinator.commit_file(
-                key, self._broker_id, self._broker_epoch(), size, batches
+                key, self._broker_id, epoch, size, batches
             )
         except Exception:
             log.exception("commit of %s failed; failing %d batches", key, len(batches))
@@ -218,6 +229,9 @@ class WalWriter:
             self._fail(buffer)
             return
         metrics.wal_objects_total.inc()
+        if any(r.error == ErrorCode.stale_broker_epoch for r in results):
+            log.warning("commit of %s refused: this broker was fenced", key)
+            self._on_fenced()
         accepted = [
             (request, result, offset)
             for request, result, (offset, _) in zip(buffer.entries, results, placements,

@@ -59,3 +59,22 @@ def list_brokers(conn: sqlite3.Connection, alive_since_ms: int) -> list[BrokerIn
         (alive_since_ms,),
     ).fetchall()
     return [BrokerInfo(*row) for row in rows]
+
+
+def fence_broker(
+    conn: sqlite3.Connection, broker_id: int, broker_epoch: int, silent_since_ms: int
+) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM brokers WHERE broker_id = ? AND broker_epoch = ? AND last_heartbeat < ?",
+        (broker_id, broker_epoch, silent_since_ms),
+    ).fetchone()
+    if row is None:
+        return False
+    # A fresh epoch nobody holds: the silent broker's commits and heartbeats become stale.
+    # Heartbeat -1 hides it from every listing until it registers again.
+    epoch = next_counter(conn, "broker_epoch") + 1
+    conn.execute(
+        "UPDATE brokers SET broker_epoch = ?, last_heartbeat = -1 WHERE broker_id = ?",
+        (epoch, broker_id),
+    )
+    return True

@@ -303,6 +303,12 @@ class SqliteBatchCoordinator(BatchCoordinator):
     async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
         return await self._run("list_brokers", False, cluster.list_brokers, alive_since_ms)
 
+    async def fence_broker(self, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
+        return await self._run(
+            "fence_broker", True, cluster.fence_broker, broker_id, broker_epoch,
+            silent_since_ms,
+        )
+
     # -- change notification
 
     async def change_token(self) -> int:
