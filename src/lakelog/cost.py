@@ -242,27 +242,27 @@ def project(usage: Usage, prices: Prices, retention_days: float = DEFAULT_RETENT
     month = MONTH_SECONDS
     cross = prices.cross_zone_per_gb
     lakelog = (
-        _item("put_list_requests", "Object PUT + LIST requests",
+        _item("put_list_requests", "Object PUT + LIST",
               usage.put_class_requests * month, "requests",
               prices.put_list_per_1000_requests, 1000),
-        _item("get_requests", "Object GET + HEAD requests",
+        _item("get_requests", "Object GET + HEAD",
               usage.get_class_requests * month, "requests",
               prices.get_per_1000_requests, 1000),
-        _item("delete_requests", "Object DELETE requests", usage.delete_requests * month,
+        _item("delete_requests", "Object DELETE", usage.delete_requests * month,
               "requests", prices.delete_per_1000_requests, 1000),
-        _item("storage", f"Storage ({retention_days:g} days retained)",
+        _item("storage", f"Storage ({retention_days:g} days kept)",
               stored_gb_month(usage.object_put_bytes, retention_days), "GB-month",
               prices.storage_per_gb_month),
-        _item("cross_zone", "Cross-zone client traffic (both directions)",
+        _item("cross_zone", "Cross-zone client traffic",
               usage.cross_zone_bytes * month / GB, "GB", cross),
     )
     ingest_gb, egress_gb = usage.bytes_in * month / GB, usage.bytes_out * month / GB
     classic = (
-        _item("replication", "Replication to 2 followers in other zones", 2 * ingest_gb,
+        _item("replication", "Replication (2 copies cross)", 2 * ingest_gb,
               "GB", cross),
-        _item("produce_cross_zone", "Producers to leaders in other zones (2/3)",
+        _item("produce_cross_zone", "Produce (2/3 crosses)",
               ingest_gb * 2 / 3, "GB", cross),
-        _item("consume_cross_zone", "Consumers from leaders in other zones (2/3)",
+        _item("consume_cross_zone", "Consume (2/3 crosses)",
               egress_gb * 2 / 3, "GB", cross),
     )
     return Projection(lakelog, classic, tuple(_notes(usage, prices, retention_days)))

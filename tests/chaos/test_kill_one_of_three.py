@@ -183,8 +183,11 @@ def test_kill_one_of_three(broker_factory: BrokerFactory, tmp_path: Path, topic_
                    30, f"{ACKS_BEFORE_KILL} acks before the kill")
         assert healthy(producers), [(p.error, p.fatal) for p in producers]
 
+        in_flight = sum(p.sent for p in producers) - total_acks(producers)
         victim.kill()  # mid-stream: requests in flight, a WAL buffer half full
         killed_at = time.monotonic()
+        print(f"killed {victim.name} (leader of {led[brokers.index(victim) + 1]} partitions) "
+              f"with {in_flight} records unacknowledged")
 
         # After the session timeout Metadata names only the survivors, as every leader.
         moved = wait_until(
@@ -197,6 +200,7 @@ def test_kill_one_of_three(broker_factory: BrokerFactory, tmp_path: Path, topic_
             interval=0.2,
         )
         left_after = time.monotonic() - killed_at
+        print(f"dead broker left Metadata after {left_after:.1f}s; leaders {moved.leaders}")
         assert left_after >= SESSION_TIMEOUT_MS / 1000 - 1.5, (
             f"the dead broker left Metadata after {left_after:.1f}s, before its session ended")
         assert set(moved.leaders) == set(range(PARTITIONS)), moved
@@ -253,3 +257,4 @@ def test_kill_one_of_three(broker_factory: BrokerFactory, tmp_path: Path, topic_
     assert tailed == log, "the tailing consumer read a different log"
 
     assert all(b.alive() for b in survivors), [b.exit_codes for b in survivors]
+    print(f"{len(acked)} acked, high watermarks {high}, tail errors {Counter(tail.errors)}")

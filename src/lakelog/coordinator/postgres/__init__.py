@@ -1,0 +1,5 @@
+"""The PostgreSQL batch coordinator: one database shared by brokers on many hosts."""
+
+from lakelog.coordinator.postgres.coordinator import PostgresBatchCoordinator
+
+__all__ = ["PostgresBatchCoordinator"]

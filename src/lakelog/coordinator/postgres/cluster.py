@@ -1,0 +1,57 @@
+"""Cluster-wide counters in PostgreSQL: producer ids, broker registrations and epochs.
+Both counters are sequences: values are never handed out twice, even by transactions
+that roll back, and drawing one never waits for another broker."""
+
+from __future__ import annotations
+
+from lakelog.coordinator.interface import BrokerInfo
+from lakelog.coordinator.postgres.rows import Conn, now_ms
+from lakelog.errors import ErrorCode
+
+
+async def allocate_producer_id(conn: Conn) -> int:
+    cursor = await conn.execute("SELECT nextval('producer_ids')")
+    row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def register_broker(conn: Conn, broker_id: int, rack: str | None, host: str, port: int) -> int:
+    """One global epoch sequence: a new epoch beats every earlier one of any broker. On a
+    re-registration the new epoch is drawn in the SET clause, after the row is locked, so
+    concurrent registrations of one id store their epochs in increasing order."""
+    now = now_ms()
+    cursor = await conn.execute(
+        "INSERT INTO brokers (broker_id, broker_epoch, rack, host, port, registered_at,"
+        " last_heartbeat) VALUES (%s, nextval('broker_epochs'), %s, %s, %s, %s, %s)"
+        " ON CONFLICT (broker_id) DO UPDATE SET broker_epoch = nextval('broker_epochs'),"
+        " rack = excluded.rack, host = excluded.host, port = excluded.port,"
+        " registered_at = excluded.registered_at, last_heartbeat = excluded.last_heartbeat"
+        " RETURNING broker_epoch",
+        (broker_id, rack, host, port, now, now),
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def heartbeat_broker(conn: Conn, broker_id: int, broker_epoch: int) -> ErrorCode:
+    cursor = await conn.execute(
+        "UPDATE brokers SET last_heartbeat = %s WHERE broker_id = %s AND broker_epoch = %s",
+        (now_ms(), broker_id, broker_epoch),
+    )
+    if cursor.rowcount == 1:
+        return ErrorCode.none
+    cursor = await conn.execute("SELECT 1 FROM brokers WHERE broker_id = %s", (broker_id,))
+    if await cursor.fetchone() is None:
+        return ErrorCode.broker_id_not_registered
+    return ErrorCode.stale_broker_epoch
+
+
+async def list_brokers(conn: Conn, alive_since_ms: int) -> list[BrokerInfo]:
+    cursor = await conn.execute(
+        "SELECT broker_id, broker_epoch, rack, host, port, last_heartbeat FROM brokers"
+        " WHERE last_heartbeat >= %s ORDER BY broker_id",
+        (alive_since_ms,),
+    )
+    return [BrokerInfo(*row) for row in await cursor.fetchall()]

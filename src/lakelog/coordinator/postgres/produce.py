@@ -1,0 +1,277 @@
+"""commit_file in PostgreSQL: assign dense offsets to an uploaded object's batches, with
+the fencing and idempotent-producer checks, and record the object.
+
+Runs in the caller's READ COMMITTED transaction. What makes concurrent commits from many
+brokers safe is the row locks: the uploader's broker row FOR SHARE (a re-registration,
+which bumps the epoch, waits for commits under the old epoch to finish, and later ones
+see the new epoch), then the touched partitions FOR UPDATE in (topic, partition) order,
+held until commit. Everything is read in a few set-wise queries, decided in Python by the
+shared idempotence rules, and written back in one pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from lakelog.coordinator import idempotence
+from lakelog.coordinator.idempotence import ProducerBatch
+from lakelog.coordinator.interface import (
+    NO_TIMESTAMP,
+    CommitBatch,
+    CommitBatchResult,
+    TimestampType,
+)
+from lakelog.coordinator.postgres.rows import (
+    Conn,
+    PartitionRow,
+    batch_timestamp,
+    find_partitions,
+    now_ms,
+)
+from lakelog.errors import ErrorCode
+
+_ProducerKey = tuple[int, int, int]
+"""(topic row id, partition, producer id)."""
+
+
+@dataclass(slots=True)
+class _Commit:
+    """What one commit_file call changes, kept in memory and written at the end."""
+
+    now: int
+    partitions: dict[tuple[UUID, int], PartitionRow]
+    histories: dict[_ProducerKey, list[ProducerBatch]]
+    touched: dict[tuple[int, int], PartitionRow] = field(default_factory=dict)
+    added_bytes: dict[tuple[int, int], int] = field(default_factory=dict)
+    changed_producers: set[_ProducerKey] = field(default_factory=set)
+    rows: list[tuple[int, ...]] = field(default_factory=list)
+    live_bytes: int = 0
+
+
+async def commit_file(
+    conn: Conn,
+    object_key: str,
+    uploader_broker_id: int,
+    broker_epoch: int,
+    file_size: int,
+    batches: Sequence[CommitBatch],
+) -> list[CommitBatchResult]:
+    file_id = await _claim_key(conn, object_key, uploader_broker_id, broker_epoch, file_size)
+    if file_id is None:
+        # A second commit of one object would point two batch rows at the same bytes.
+        return [CommitBatchResult(ErrorCode.invalid_request) for _ in batches]
+    fenced = broker_epoch >= 0 and await _newer_epoch_exists(
+        conn, uploader_broker_id, broker_epoch
+    )
+    usable = [] if fenced else [b for b in batches if _well_formed(b, file_size)]
+    partitions = await find_partitions(conn, ((b.topic_id, b.partition) for b in usable), True)
+    histories = await _histories(conn, partitions, usable)
+    # Taken under the partition locks, so LogAppendTime follows the commit order.
+    commit = _Commit(now=now_ms(), partitions=partitions, histories=histories)
+    results = [
+        CommitBatchResult(ErrorCode.stale_broker_epoch)
+        if fenced
+        else _commit_batch(commit, batch, file_size)
+        for batch in batches
+    ]
+    await _write(conn, commit, file_id)
+    return results
+
+
+async def _claim_key(
+    conn: Conn, object_key: str, uploader_broker_id: int, broker_epoch: int, file_size: int
+) -> int | None:
+    """Insert the file row (its final state is written at the end), or None if the key is
+    known. A concurrent commit of the same key waits on the unique index and gets None."""
+    cursor = await conn.execute(
+        "INSERT INTO files (object_key, state, size, live_bytes, uploader_broker_id,"
+        " broker_epoch, committed_at) VALUES (%s, 'deleting', %s, 0, %s, %s, 0)"
+        " ON CONFLICT (object_key) DO NOTHING RETURNING id",
+        (object_key, file_size, uploader_broker_id, broker_epoch),
+    )
+    row = await cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+async def _newer_epoch_exists(conn: Conn, broker_id: int, broker_epoch: int) -> bool:
+    cursor = await conn.execute(
+        "SELECT broker_epoch FROM brokers WHERE broker_id = %s FOR SHARE", (broker_id,)
+    )
+    row = await cursor.fetchone()
+    return row is not None and row[0] > broker_epoch
+
+
+def _well_formed(batch: CommitBatch, file_size: int) -> bool:
+    return not (
+        batch.record_count < 1
+        or batch.byte_size < 1
+        or batch.byte_offset < 0
+        or batch.byte_offset + batch.byte_size > file_size
+    )
+
+
+async def _histories(
+    conn: Conn, partitions: dict[tuple[UUID, int], PartitionRow], batches: Sequence[CommitBatch]
+) -> dict[_ProducerKey, list[ProducerBatch]]:
+    """The remembered batches of every producer the commit mentions, oldest first; read
+    after the partition locks, so no other commit can change them before ours ends."""
+    keys: dict[_ProducerKey, list[ProducerBatch]] = {}
+    for b in batches:
+        part = partitions.get((b.topic_id, b.partition))
+        if part is not None and b.producer_id >= 0:
+            keys[(part.topic_id, part.partition, b.producer_id)] = []
+    if not keys:
+        return keys
+    cursor = await conn.execute(
+        "SELECT s.topic_id, s.partition, s.producer_id, s.producer_epoch, s.base_sequence,"
+        " s.last_sequence, s.base_offset, s.last_offset"
+        " FROM unnest(%s::bigint[], %s::int[], %s::bigint[]) AS k (topic_id, partition, pid)"
+        " JOIN producer_state s ON s.topic_id = k.topic_id AND s.partition = k.partition"
+        "  AND s.producer_id = k.pid"
+        " ORDER BY s.base_offset",
+        ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
+    )
+    for row in await cursor.fetchall():
+        keys[(row[0], row[1], row[2])].append(ProducerBatch(*row[3:]))
+    return keys
+
+
+def _commit_batch(commit: _Commit, batch: CommitBatch, file_size: int) -> CommitBatchResult:
+    if not _well_formed(batch, file_size):
+        return CommitBatchResult(ErrorCode.corrupt_message)
+    part = commit.partitions.get((batch.topic_id, batch.partition))
+    if part is None:
+        return CommitBatchResult(ErrorCode.unknown_topic_or_partition)
+    producer_key = (part.topic_id, part.partition, batch.producer_id)
+    history: list[ProducerBatch] = []
+    if batch.producer_id >= 0:
+        history = commit.histories[producer_key]
+        verdict = idempotence.check(history, batch)
+        if verdict.error != ErrorCode.none:
+            return CommitBatchResult(verdict.error)
+        if verdict.duplicate_of is not None:
+            return CommitBatchResult(
+                ErrorCode.none,
+                base_offset=verdict.duplicate_of.base_offset,
+                log_start_offset=part.log_start_offset,
+                is_duplicate=True,
+            )
+
+    base_offset = part.high_watermark
+    last_offset = base_offset + batch.record_count - 1
+    part.high_watermark = last_offset + 1
+    log_append_time = (
+        commit.now if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else NO_TIMESTAMP
+    )
+    timestamp = batch_timestamp(batch.timestamp_type, batch.max_timestamp, log_append_time)
+    part.max_timestamp = max(part.max_timestamp, timestamp)
+    key = (part.topic_id, part.partition)
+    commit.touched[key] = part
+    commit.added_bytes[key] = commit.added_bytes.get(key, 0) + batch.byte_size
+    commit.live_bytes += batch.byte_size
+    commit.rows.append(
+        (
+            part.topic_id,
+            part.partition,
+            base_offset,
+            last_offset,
+            batch.byte_offset,
+            batch.byte_size,
+            batch.base_timestamp,
+            batch.max_timestamp,
+            int(batch.timestamp_type),
+            log_append_time,
+            part.max_timestamp,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.base_sequence,
+            int(batch.is_transactional),
+        )
+    )
+    if batch.producer_id >= 0:
+        entry = ProducerBatch(
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            last_sequence=batch.last_sequence,
+            base_offset=base_offset,
+            last_offset=last_offset,
+        )
+        commit.histories[producer_key] = idempotence.remember(history, entry)
+        commit.changed_producers.add(producer_key)
+    return CommitBatchResult(
+        ErrorCode.none,
+        base_offset=base_offset,
+        log_append_time=log_append_time,
+        log_start_offset=part.log_start_offset,
+    )
+
+
+_INSERT_BATCHES = (
+    "INSERT INTO batches (topic_id, partition, base_offset, last_offset, byte_offset,"
+    " byte_size, base_timestamp, max_timestamp, timestamp_type, log_append_time,"
+    " timestamp_high, producer_id, producer_epoch, base_sequence, is_transactional, file_id)"
+    " SELECT c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15 <> 0, %s"
+    " FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[],"
+    " %s::bigint[], %s::bigint[], %s::bigint[], %s::smallint[], %s::bigint[], %s::bigint[],"
+    " %s::bigint[], %s::int[], %s::int[], %s::smallint[])"
+    " AS u (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15)"
+)
+
+
+async def _write(conn: Conn, commit: _Commit, file_id: int) -> None:
+    state, marked_at = ("committed", None) if commit.rows else ("deleting", commit.now)
+    touched = sorted(commit.touched.items())
+    async with conn.pipeline():
+        await conn.execute(
+            "UPDATE files SET state = %s, live_bytes = %s, committed_at = %s, marked_at = %s"
+            " WHERE id = %s",
+            (state, commit.live_bytes, commit.now, marked_at, file_id),
+        )
+        if commit.rows:
+            columns = [list(column) for column in zip(*commit.rows, strict=True)]
+            await conn.execute(_INSERT_BATCHES, (file_id, *columns))
+        if touched:
+            await conn.execute(
+                "UPDATE partitions p SET high_watermark = u.hw,"
+                " byte_size = p.byte_size + u.added, max_timestamp = u.max_ts"
+                " FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[])"
+                " AS u (topic_id, partition, hw, added, max_ts)"
+                " WHERE p.topic_id = u.topic_id AND p.partition = u.partition",
+                (
+                    [key[0] for key, _ in touched],
+                    [key[1] for key, _ in touched],
+                    [part.high_watermark for _, part in touched],
+                    [commit.added_bytes[key] for key, _ in touched],
+                    [part.max_timestamp for _, part in touched],
+                ),
+            )
+        if commit.changed_producers:
+            await _write_producers(conn, commit)
+
+
+async def _write_producers(conn: Conn, commit: _Commit) -> None:
+    keys = sorted(commit.changed_producers)
+    await conn.execute(
+        "DELETE FROM producer_state s"
+        " USING unnest(%s::bigint[], %s::int[], %s::bigint[]) AS k (topic_id, partition, pid)"
+        " WHERE s.topic_id = k.topic_id AND s.partition = k.partition AND s.producer_id = k.pid",
+        ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
+    )
+    entries = [(key, e) for key in keys for e in commit.histories[key]]
+    await conn.execute(
+        "INSERT INTO producer_state (topic_id, partition, producer_id, producer_epoch,"
+        " base_sequence, last_sequence, base_offset, last_offset)"
+        " SELECT * FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::int[], %s::int[],"
+        " %s::int[], %s::bigint[], %s::bigint[])",
+        (
+            [k[0] for k, _ in entries],
+            [k[1] for k, _ in entries],
+            [k[2] for k, _ in entries],
+            [e.producer_epoch for _, e in entries],
+            [e.base_sequence for _, e in entries],
+            [e.last_sequence for _, e in entries],
+            [e.base_offset for _, e in entries],
+            [e.last_offset for _, e in entries],
+        ),
+    )

@@ -1,0 +1,68 @@
+"""Row shapes and lookups the PostgreSQL transaction bodies share. The pure helpers (batch
+coordinates, the timestamp rule) are the SQLite coordinator's, so both answer alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from uuid import UUID
+
+from psycopg import AsyncConnection
+
+from lakelog.coordinator.sqlite.rows import (
+    BATCH_COLUMNS,
+    BATCH_TIMESTAMP_SQL,
+    PartitionRow,
+    batch_timestamp,
+    coordinate,
+    now_ms,
+)
+
+__all__ = [
+    "BATCH_COLUMNS",
+    "BATCH_TIMESTAMP_SQL",
+    "Conn",
+    "PartitionRow",
+    "batch_timestamp",
+    "coordinate",
+    "find_partitions",
+    "now_ms",
+]
+
+Conn = AsyncConnection[Any]
+
+PartitionKeyTuple = tuple[UUID, int]
+
+_PARTITIONS_SQL = (
+    "SELECT t.topic_uuid, p.topic_id, p.partition, p.log_start_offset, p.high_watermark,"
+    " p.byte_size, p.max_timestamp"
+    " FROM unnest(%s::uuid[], %s::int[]) AS k (topic_uuid, partition)"
+    " JOIN topics t ON t.topic_uuid = k.topic_uuid"
+    " JOIN partitions p ON p.topic_id = t.id AND p.partition = k.partition"
+    " ORDER BY p.topic_id, p.partition"
+)
+
+
+async def find_partitions(
+    conn: Conn, keys: Iterable[PartitionKeyTuple], lock: bool = False
+) -> dict[PartitionKeyTuple, PartitionRow]:
+    """The partitions that exist among `keys`, in one query. With `lock`, their rows are
+    locked FOR UPDATE in (topic row id, partition) order, the one order every writer uses,
+    so two writers touching the same partitions never deadlock."""
+    wanted = list(dict.fromkeys(keys))
+    if not wanted:
+        return {}
+    sql = _PARTITIONS_SQL + (" FOR UPDATE OF p" if lock else "")
+    cursor = await conn.execute(
+        sql, ([topic for topic, _ in wanted], [partition for _, partition in wanted])
+    )
+    return {(row[0], row[2]): PartitionRow(*row[1:]) for row in await cursor.fetchall()}
+
+
+async def lock_topic_partitions(conn: Conn, topic_ids: Iterable[int]) -> None:
+    """Lock every partition of the topics (by row id), in the writers' order."""
+    await conn.execute(
+        "SELECT 1 FROM partitions WHERE topic_id = ANY(%s::bigint[])"
+        " ORDER BY topic_id, partition FOR UPDATE",
+        (sorted(set(topic_ids)),),
+    )

@@ -1,0 +1,94 @@
+"""One database transaction per coordinator method, on a pooled connection, retried whole
+when PostgreSQL aborts it for a serialization failure (40001) or a deadlock (40P01): both
+mean "nothing happened, try again", and the bodies only decide from what they read.
+
+Writes run in READ COMMITTED and rely on row locks; reads run in REPEATABLE READ, READ
+ONLY, so a multi-query read sees one snapshot. Every write ends with a NOTIFY sent with
+its COMMIT in one round trip: listeners hear about it only if it committed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors, pq
+from psycopg_pool import AsyncConnectionPool
+
+from lakelog.coordinator.postgres.listener import CHANNEL
+from lakelog.coordinator.postgres.rows import Conn
+from lakelog.metrics import coordinator_latency_seconds
+
+T = TypeVar("T")
+
+Body = Callable[..., Awaitable[T]]
+
+RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
+MAX_ATTEMPTS = 8
+FIRST_DELAY_S = 0.005
+MAX_DELAY_S = 0.5
+
+BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
+BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before retry `attempt` (1-based): exponential, with full jitter so
+    the transactions that collided do not collide again."""
+    return random.uniform(0, min(MAX_DELAY_S, FIRST_DELAY_S * 2 ** (attempt - 1)))
+
+
+class Transactions:
+    def __init__(self, pool: AsyncConnectionPool[Any], on_commit: Callable[[], None]) -> None:
+        self._pool = pool
+        self._on_commit = on_commit
+        self.retries = 0
+        """Transactions retried so far (for tests and debugging)."""
+
+    async def run(self, method: str, write: bool, body: Body[T], *args: Any) -> T:
+        started = time.perf_counter()
+        try:
+            attempt = 1
+            while True:
+                try:
+                    async with self._pool.connection() as conn:
+                        result = await _once(conn, method, write, body, args)
+                    break
+                except RETRYABLE:
+                    if attempt >= MAX_ATTEMPTS:
+                        raise
+                    self.retries += 1
+                    await asyncio.sleep(backoff(attempt))
+                    attempt += 1
+            if write:
+                self._on_commit()
+            return result
+        finally:
+            coordinator_latency_seconds.labels(method=method).observe(time.perf_counter() - started)
+
+
+async def _once(conn: Conn, method: str, write: bool, body: Body[T], args: tuple[Any, ...]) -> T:
+    await conn.execute(BEGIN_WRITE if write else BEGIN_READ)
+    try:
+        result = await body(conn, *args)
+        if write:
+            # No parameters, so this goes as one simple-protocol script: one round trip.
+            await conn.execute(f"NOTIFY {CHANNEL}, '{method}'; COMMIT".encode())
+        else:
+            await conn.execute("COMMIT")
+    except BaseException:
+        await _rollback(conn)
+        raise
+    return result
+
+
+async def _rollback(conn: Conn) -> None:
+    """Leave the connection idle for the pool; a broken one is discarded by the pool."""
+    if conn.closed or conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        return
+    with contextlib.suppress(psycopg.Error):
+        await conn.execute("ROLLBACK")
