@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
+import pwd
+import shutil
 import socket
+import subprocess
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+POSTGRES_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "postgres.sh"
 
 
 def _free_port() -> int:
@@ -36,3 +44,41 @@ def s3_endpoint() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+def _postgres_missing() -> str | None:
+    """Why this machine cannot run a throwaway PostgreSQL server, or None if it can."""
+    if not glob.glob("/usr/lib/postgresql/*/bin/initdb") and not shutil.which("initdb"):
+        return "no PostgreSQL server binaries (apt-get install postgresql, or `make test`)"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root needs the postgres user to run the server as"
+    return None
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL URL whose role may CREATE DATABASE: `LAKELOG_TEST_POSTGRES_URL` if set
+    (`make test` sets it), else a throwaway server started by scripts/postgres.sh for this
+    session. Skips only when neither is possible."""
+    external = os.environ.get("LAKELOG_TEST_POSTGRES_URL")
+    if external:
+        yield external
+        return
+    missing = _postgres_missing()
+    if missing:
+        pytest.skip(f"PostgreSQL tests skipped: LAKELOG_TEST_POSTGRES_URL unset and {missing}")
+    # Not under pytest's tmp dirs: their 0700 parents would keep the server user out.
+    workdir = tempfile.mkdtemp(prefix="lakelog-pg.")
+    try:
+        started = subprocess.run(
+            ["bash", str(POSTGRES_SCRIPT), "start", workdir],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        yield started.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run(["bash", str(POSTGRES_SCRIPT), "stop", workdir], check=False)

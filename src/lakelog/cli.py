@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from lakelog.cli_cluster import cluster_app
+from lakelog.cli_cost import cost_app
 from lakelog.cli_groups import groups_app
 from lakelog.cli_topics import topics_app
 from lakelog.config import Settings
@@ -23,6 +24,8 @@ app.add_typer(topics_app, name="topics", help="Create, list, describe and delete
 app.add_typer(groups_app, name="groups",
               help="List, describe and delete consumer groups; reset their offsets.")
 app.add_typer(cluster_app, name="cluster", help="Inspect the brokers of the cluster.")
+app.add_typer(cost_app, name="cost",
+              help="Project the monthly cost of the cluster from its /metrics.")
 
 
 def _configure_logging(level: str) -> None:

@@ -74,6 +74,7 @@ __all__ = [
 ]
 
 SQLITE_SCHEME = "sqlite://"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def sqlite_path(url: str) -> Path:
@@ -87,11 +88,17 @@ def sqlite_path(url: str) -> Path:
 
 def open_coordinator(url: str) -> BatchCoordinator:
     """A coordinator for the URL, not yet started (call `start()`); creates the SQLite
-    file's parent directories. Other schemes plug in here."""
+    file's parent directories. `postgresql://` and `postgres://` URLs are libpq connection
+    URIs, passed on as they are (nothing connects before `start()`)."""
     if url.startswith(SQLITE_SCHEME):
         from lakelog.coordinator.sqlite import SqliteBatchCoordinator
 
         path = sqlite_path(url)
         path.parent.mkdir(parents=True, exist_ok=True)
         return SqliteBatchCoordinator(path)
+    if url.startswith(POSTGRES_SCHEMES):
+        # Imported here so SQLite-only deployments never load psycopg.
+        from lakelog.coordinator.postgres import PostgresBatchCoordinator
+
+        return PostgresBatchCoordinator(url)
     raise ValueError(f"unsupported coordinator URL: {url}")

@@ -16,7 +16,9 @@ async def allocate_producer_id(conn: Conn) -> int:
     return int(row[0])
 
 
-async def register_broker(conn: Conn, broker_id: int, rack: str | None, host: str, port: int) -> int:
+async def register_broker(
+    conn: Conn, broker_id: int, rack: str | None, host: str, port: int
+) -> int:
     """One global epoch sequence: a new epoch beats every earlier one of any broker. On a
     re-registration the new epoch is drawn in the SET clause, after the row is locked, so
     concurrent registrations of one id store their epochs in increasing order."""
@@ -55,3 +57,15 @@ async def list_brokers(conn: Conn, alive_since_ms: int) -> list[BrokerInfo]:
         (alive_since_ms,),
     )
     return [BrokerInfo(*row) for row in await cursor.fetchall()]
+
+
+async def fence_broker(conn: Conn, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
+    """A fresh epoch nobody holds makes the silent broker's commits and heartbeats stale;
+    heartbeat -1 hides it from every listing until it registers again. One UPDATE: a
+    heartbeat racing with it is either seen (no fencing) or made stale."""
+    cursor = await conn.execute(
+        "UPDATE brokers SET broker_epoch = nextval('broker_epochs'), last_heartbeat = -1"
+        " WHERE broker_id = %s AND broker_epoch = %s AND last_heartbeat < %s",
+        (broker_id, broker_epoch, silent_since_ms),
+    )
+    return cursor.rowcount == 1

@@ -173,9 +173,7 @@ async def delete_groups(conn: Conn, group_ids: Sequence[str]) -> list[ErrorCode]
     results: list[ErrorCode] = []
     for group_id in group_ids:
         records = await conn.execute("DELETE FROM groups WHERE group_id = %s", (group_id,))
-        offsets = await conn.execute(
-            "DELETE FROM group_offsets WHERE group_id = %s", (group_id,)
-        )
+        offsets = await conn.execute("DELETE FROM group_offsets WHERE group_id = %s", (group_id,))
         found = records.rowcount or offsets.rowcount
         results.append(ErrorCode.none if found else ErrorCode.group_id_not_found)
     return results

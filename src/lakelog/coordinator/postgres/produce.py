@@ -61,9 +61,7 @@ async def commit_file(
     if file_id is None:
         # A second commit of one object would point two batch rows at the same bytes.
         return [CommitBatchResult(ErrorCode.invalid_request) for _ in batches]
-    fenced = broker_epoch >= 0 and await _newer_epoch_exists(
-        conn, uploader_broker_id, broker_epoch
-    )
+    fenced = broker_epoch >= 0 and await _newer_epoch_exists(conn, uploader_broker_id, broker_epoch)
     usable = [] if fenced else [b for b in batches if _well_formed(b, file_size)]
     partitions = await find_partitions(conn, ((b.topic_id, b.partition) for b in usable), True)
     histories = await _histories(conn, partitions, usable)

@@ -37,9 +37,7 @@ from lakelog.errors import ErrorCode
 PAGE = 128
 """Batches read per partition and query; a fetch needing more reads further pages."""
 
-_FROM = (
-    "FROM batches b JOIN files f ON f.id = b.file_id WHERE b.topic_id = %s AND b.partition = %s"
-)
+_FROM = "FROM batches b JOIN files f ON f.id = b.file_id WHERE b.topic_id = %s AND b.partition = %s"
 
 _FIRST_PAGES = (
     f"SELECT k.i, x.* FROM unnest(%s::int[], %s::bigint[], %s::int[], %s::bigint[])"
@@ -154,8 +152,7 @@ async def list_offsets(
 ) -> list[ListOffsetsResult]:
     parts = await find_partitions(conn, ((r.topic_id, r.partition) for r in requests))
     return [
-        await _list_offset(conn, parts.get((req.topic_id, req.partition)), req)
-        for req in requests
+        await _list_offset(conn, parts.get((req.topic_id, req.partition)), req) for req in requests
     ]
 
 
@@ -213,8 +210,7 @@ async def _max_timestamp(conn: Conn, part: PartitionRow) -> ListOffsetsResult:
     key = (part.topic_id, part.partition)
     row = await _one(
         conn,
-        f"SELECT {BATCH_COLUMNS}, b.timestamp_high {_FROM}"
-        " ORDER BY b.timestamp_high DESC LIMIT 1",
+        f"SELECT {BATCH_COLUMNS}, b.timestamp_high {_FROM} ORDER BY b.timestamp_high DESC LIMIT 1",
         key,
     )
     if row is None:
@@ -222,8 +218,7 @@ async def _max_timestamp(conn: Conn, part: PartitionRow) -> ListOffsetsResult:
     highest = row[13]
     row = await _one(
         conn,
-        f"SELECT {BATCH_COLUMNS} {_FROM} AND b.timestamp_high = %s"
-        " ORDER BY b.last_offset LIMIT 1",
+        f"SELECT {BATCH_COLUMNS} {_FROM} AND b.timestamp_high = %s ORDER BY b.last_offset LIMIT 1",
         (*key, highest),
     )
     if row is None or _timestamp_of(row) != highest:

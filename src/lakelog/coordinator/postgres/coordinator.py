@@ -1,0 +1,300 @@
+"""The PostgreSQL batch coordinator: brokers on many hosts share one database.
+
+Each instance holds a bounded pool of connections for its transactions (one per method
+call, see `transaction`) and one more connection that listens for other brokers' commits
+(see `listener`). Schema migrations run at start, serialized by an advisory lock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from lakelog.coordinator.interface import (
+    AlterTopicConfigsRequest,
+    BatchCoordinator,
+    BrokerInfo,
+    CommitBatch,
+    CommitBatchResult,
+    CommittedOffset,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    CreateTopicResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResult,
+    DeleteTopicResult,
+    FileToDelete,
+    FindBatchesRequest,
+    FindBatchesResult,
+    GroupRecord,
+    ListOffsetsRequest,
+    ListOffsetsResult,
+    LogInfo,
+    OffsetCommit,
+    PartitionKey,
+    RetentionPolicy,
+    RetentionResult,
+    TopicInfo,
+    TopicResult,
+)
+from lakelog.coordinator.postgres import (
+    cleanup,
+    cluster,
+    groups,
+    migrate,
+    produce,
+    read,
+    topics,
+)
+from lakelog.coordinator.postgres.listener import ChangeListener
+from lakelog.coordinator.postgres.transaction import Transactions
+from lakelog.errors import ErrorCode
+
+POOL_MIN_SIZE = 1
+POOL_MAX_SIZE = 8
+POOL_TIMEOUT_S = 30.0
+
+
+class PostgresBatchCoordinator(BatchCoordinator):
+    def __init__(
+        self, url: str, min_size: int = POOL_MIN_SIZE, max_size: int = POOL_MAX_SIZE
+    ) -> None:
+        self.url = url
+        self._min_size = min_size
+        self._max_size = max_size
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._listener: ChangeListener | None = None
+        self._tx: Transactions | None = None
+        self._local_commits = 0
+        """Write transactions this instance committed: counted at once, where the
+        notification of our own commit may still be on its way to our listener."""
+
+    # -- plumbing
+
+    def _run_tx(self) -> Transactions:
+        if self._tx is None:
+            raise RuntimeError("coordinator is not started")
+        return self._tx
+
+    def _count_commit(self) -> None:
+        self._local_commits += 1
+
+    # -- lifecycle
+
+    async def start(self) -> None:
+        if self._tx is not None:
+            return
+        async with await AsyncConnection.connect(self.url, autocommit=True) as conn:
+            await migrate.apply_postgres(conn)
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            self.url,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            timeout=POOL_TIMEOUT_S,
+            kwargs={"autocommit": True},
+            open=False,
+            name="lakelog-coordinator",
+        )
+        listener = ChangeListener(self.url)
+        try:
+            await pool.open(wait=True, timeout=POOL_TIMEOUT_S)
+            await listener.start()
+        except BaseException:
+            await listener.close()
+            await pool.close()
+            raise
+        self._pool, self._listener = pool, listener
+        self._tx = Transactions(pool, self._count_commit)
+
+    async def close(self) -> None:
+        pool, listener = self._pool, self._listener
+        self._pool = self._listener = self._tx = None
+        if listener is not None:
+            await listener.close()
+        if pool is not None:
+            await pool.close()
+
+    # -- topics
+
+    async def create_topics(
+        self, requests: Sequence[CreateTopicRequest], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        return await self._run_tx().run(
+            "create_topics", not validate_only, topics.create_topics, requests, validate_only
+        )
+
+    async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
+        return await self._run_tx().run("delete_topics", True, topics.delete_topics, names)
+
+    async def create_partitions(
+        self, requests: Sequence[CreatePartitionsRequest], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self._run_tx().run(
+            "create_partitions",
+            not validate_only,
+            topics.create_partitions,
+            requests,
+            validate_only,
+        )
+
+    async def get_topics(self, names: Sequence[str] | None = None) -> list[TopicInfo]:
+        return await self._run_tx().run("get_topics", False, topics.get_topics, names)
+
+    async def get_topics_by_id(self, topic_ids: Sequence[UUID]) -> list[TopicInfo]:
+        return await self._run_tx().run(
+            "get_topics_by_id", False, topics.get_topics_by_id, topic_ids
+        )
+
+    async def alter_topic_configs(
+        self, requests: Sequence[AlterTopicConfigsRequest], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self._run_tx().run(
+            "alter_topic_configs",
+            not validate_only,
+            topics.alter_topic_configs,
+            requests,
+            validate_only,
+        )
+
+    # -- produce
+
+    async def commit_file(
+        self,
+        object_key: str,
+        uploader_broker_id: int,
+        broker_epoch: int,
+        file_size: int,
+        batches: Sequence[CommitBatch],
+    ) -> list[CommitBatchResult]:
+        return await self._run_tx().run(
+            "commit_file",
+            True,
+            produce.commit_file,
+            object_key,
+            uploader_broker_id,
+            broker_epoch,
+            file_size,
+            batches,
+        )
+
+    # -- fetch
+
+    async def find_batches(self, requests: Sequence[FindBatchesRequest]) -> list[FindBatchesResult]:
+        return await self._run_tx().run("find_batches", False, read.find_batches, requests)
+
+    async def log_info(self, partitions: Sequence[PartitionKey]) -> list[LogInfo]:
+        return await self._run_tx().run("log_info", False, read.log_info, partitions)
+
+    async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> list[ListOffsetsResult]:
+        return await self._run_tx().run("list_offsets", False, read.list_offsets, requests)
+
+    # -- deletion and retention
+
+    async def delete_records(
+        self, requests: Sequence[DeleteRecordsRequest]
+    ) -> list[DeleteRecordsResult]:
+        return await self._run_tx().run("delete_records", True, cleanup.delete_records, requests)
+
+    async def enforce_retention(
+        self, policies: Sequence[RetentionPolicy], now_ms: int
+    ) -> list[RetentionResult]:
+        return await self._run_tx().run(
+            "enforce_retention", True, cleanup.enforce_retention, policies, now_ms
+        )
+
+    async def files_to_delete(self, marked_before_ms: int) -> list[FileToDelete]:
+        return await self._run_tx().run(
+            "files_to_delete", False, cleanup.files_to_delete, marked_before_ms
+        )
+
+    async def delete_files(self, object_keys: Sequence[str]) -> None:
+        await self._run_tx().run("delete_files", True, cleanup.delete_files, object_keys)
+
+    async def list_files(self) -> list[str]:
+        return await self._run_tx().run("list_files", False, cleanup.list_files)
+
+    # -- consumer groups
+
+    async def commit_offsets(
+        self, group_id: str, offsets: Sequence[OffsetCommit], now_ms: int
+    ) -> None:
+        await self._run_tx().run(
+            "commit_offsets", True, groups.commit_offsets, group_id, offsets, now_ms
+        )
+
+    async def fetch_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[CommittedOffset]:
+        return await self._run_tx().run(
+            "fetch_offsets", False, groups.fetch_offsets, group_id, partitions
+        )
+
+    async def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> None:
+        await self._run_tx().run(
+            "delete_offsets", True, groups.delete_offsets, group_id, partitions
+        )
+
+    async def save_group(self, group: GroupRecord) -> None:
+        await self._run_tx().run("save_group", True, groups.save_group, group)
+
+    async def load_group(self, group_id: str) -> GroupRecord | None:
+        return await self._run_tx().run("load_group", False, groups.load_group, group_id)
+
+    async def list_groups(self) -> list[GroupRecord]:
+        return await self._run_tx().run("list_groups", False, groups.list_groups)
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
+        return await self._run_tx().run("delete_groups", True, groups.delete_groups, group_ids)
+
+    async def expire_offsets(self, committed_before_ms: int) -> int:
+        return await self._run_tx().run(
+            "expire_offsets", True, groups.expire_offsets, committed_before_ms
+        )
+
+    # -- producers and brokers
+
+    async def allocate_producer_id(self) -> int:
+        return await self._run_tx().run("allocate_producer_id", True, cluster.allocate_producer_id)
+
+    async def register_broker(self, broker_id: int, rack: str | None, host: str, port: int) -> int:
+        return await self._run_tx().run(
+            "register_broker", True, cluster.register_broker, broker_id, rack, host, port
+        )
+
+    async def heartbeat_broker(self, broker_id: int, broker_epoch: int) -> ErrorCode:
+        return await self._run_tx().run(
+            "heartbeat_broker", True, cluster.heartbeat_broker, broker_id, broker_epoch
+        )
+
+    async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
+        return await self._run_tx().run("list_brokers", False, cluster.list_brokers, alive_since_ms)
+
+    async def fence_broker(self, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
+        return await self._run_tx().run(
+            "fence_broker", True, cluster.fence_broker, broker_id, broker_epoch, silent_since_ms
+        )
+
+    # -- change notification
+
+    async def change_token(self) -> int:
+        """Notifications heard (every broker's commits, ours included) plus our own commits,
+        each counter in its own half so neither can cancel the other out."""
+        listener = self._listener
+        if listener is None:
+            raise RuntimeError("coordinator is not started")
+        heard = await listener.sync()
+        return (heard << 32) + (self._local_commits & 0xFFFF_FFFF)
+
+    async def wait_for_change(self, token: int, timeout: float) -> int:
+        """Wait until a commit notification arrives after `token` was taken (or `timeout`
+        seconds pass) and return the current token: a push alternative to polling
+        `change_token`. Only notifications count here, so pass a token from this method
+        or from `change_token`."""
+        listener = self._listener
+        if listener is None:
+            raise RuntimeError("coordinator is not started")
+        await listener.wait(token >> 32, timeout)
+        return (listener.count << 32) + (self._local_commits & 0xFFFF_FFFF)
