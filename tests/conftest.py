@@ -74,11 +74,10 @@ def postgres_url() -> Iterator[str]:
     workdir = tempfile.mkdtemp(prefix="lakelog-pg.")
     try:
         started = subprocess.run(
-            ["bash", str(POSTGRES_SCRIPT), "start", workdir],
-            capture_output=True,
-            text=True,
-            check=True,
+            ["bash", str(POSTGRES_SCRIPT), "start", workdir], capture_output=True, text=True
         )
+        if started.returncode != 0:
+            raise RuntimeError(f"scripts/postgres.sh start failed:\n{started.stderr}")
         yield started.stdout.strip().splitlines()[-1]
     finally:
         subprocess.run(["bash", str(POSTGRES_SCRIPT), "stop", workdir], check=False)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from e2e_backends import SCALE_OUT, Backend, backend_for
+
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -154,6 +156,11 @@ class BrokerProcess:
     def sqlite_path(self) -> Path:
         return self.data_dir / "coordinator.sqlite3"
 
+    @property
+    def backend(self) -> Backend:
+        """Where this broker's coordinator and objects live (embedded or scale-out)."""
+        return backend_for(self.data_dir)
+
     def command(self) -> list[str]:
         cmd = [
             sys.executable,
@@ -185,7 +192,7 @@ class BrokerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=_child_env(self.env),
+                env=_child_env({**self.backend.env, **self.env}),
                 cwd=self.data_dir.parent,
                 start_new_session=True,
             )
@@ -299,10 +306,13 @@ class BrokerProcess:
         return out
 
     def wal_objects(self) -> set[str]:
-        """Object keys (`wal/<name>`) present in the local object store right now."""
-        if not self.wal_dir.is_dir():
-            return set()
-        return {"wal/" + p.name for p in self.wal_dir.iterdir() if p.is_file() and not _is_temp(p)}
+        """Object keys (`wal/<name>`) present in the object store right now."""
+        if not SCALE_OUT:
+            if not self.wal_dir.is_dir():
+                return set()
+            return {"wal/" + p.name for p in self.wal_dir.iterdir()
+                    if p.is_file() and not _is_temp(p)}
+        return self.backend.list_keys("wal")
 
 
 def _is_temp(path: Path) -> bool:

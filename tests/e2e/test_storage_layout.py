@@ -69,11 +69,11 @@ def produce(bootstrap: str, topic: str, count: int, codec: str, start: int) -> l
     return out
 
 
-async def _inspect(sqlite_path: str, topic: str) -> tuple[Any, dict[int, Any], list[str]]:
+async def _inspect(coordinator_url: str, topic: str) -> tuple[Any, dict[int, Any], list[str]]:
     from lakelog.coordinator import open_coordinator
     from lakelog.coordinator.interface import FindBatchesRequest
 
-    coordinator = open_coordinator("sqlite:///" + sqlite_path)
+    coordinator = open_coordinator(coordinator_url)
     await coordinator.start()
     try:
         (info,) = await coordinator.get_topics([topic])
@@ -87,7 +87,7 @@ async def _inspect(sqlite_path: str, topic: str) -> tuple[Any, dict[int, Any], l
 
 
 def inspect(broker: BrokerProcess, topic: str) -> tuple[Any, dict[int, Any], list[str]]:
-    return asyncio.run(asyncio.wait_for(_inspect(str(broker.sqlite_path), topic), 60))
+    return asyncio.run(asyncio.wait_for(_inspect(broker.backend.coordinator_url, topic), 60))
 
 
 def check_layout(
@@ -128,9 +128,7 @@ def check_layout(
             assert b.object_key in on_disk, f"{where}: object missing from objects/wal/"
             referenced.add(b.object_key)
 
-            with (broker.objects_dir / b.object_key).open("rb") as f:
-                f.seek(b.byte_offset)
-                data = f.read(b.byte_size)
+            data = broker.backend.read(b.object_key)[b.byte_offset : b.byte_offset + b.byte_size]
             assert len(data) == b.byte_size, f"{where}: byte range past the object's end"
             h = parse_batch_header(data)
             assert h.magic == 2, f"{where}: magic {h.magic}"

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Batch coordinator commit latency: how long one `commit_file` of a full WAL object takes.
+
+Every acks=all produce waits for one commit, and each broker commits one object at a time,
+so this latency bounds both produce latency and a broker's objects per second. Inkless
+reports 77-213 ms per commit on PostgreSQL; the target here is under 20 ms.
+
+The workload, straight against the coordinator API (no broker): one 8 MiB object of
+`--batches` (1,600) batches spread evenly over `--partitions` (100) partitions of
+`--topics` (10) topics, grouped by partition as in a WAL object; on `--idempotent-pct` (50)
+percent of the partitions the batches carry an idempotent producer id with consecutive
+sequences (the coordinator checks and records them). `--warmup` (5) untimed commits, then
+`--commits` (100) timed ones, each a new object.
+
+Run: `.venv/bin/python bench/commit_latency.py [--commits 100] [--json out.json]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from common import OBJECT_BYTES, BenchError, lat_summary, log
+from lakelog.coordinator import (
+    BatchCoordinator,
+    CommitBatch,
+    CreateTopicRequest,
+    TimestampType,
+    open_coordinator,
+)
+from lakelog.errors import ErrorCode
+from pg_server import PgServer, available
+from report import fmt, render
+
+TARGET_MS = 20.0
+RECORDS_PER_BATCH = 5  # ~5 KiB batches of 1 KiB records
+
+
+@dataclass
+class Options:
+    """The workload, the same for every coordinator."""
+
+    commits: int
+    warmup: int
+    batches: int
+    partitions: int
+    topics: int
+    idempotent_pct: int
+    producers: int
+
+
+class Workload:
+    """Builds each commit's batch list, keeping every idempotent producer's sequences
+    consecutive so the coordinator accepts them all."""
+
+    def __init__(self, opts: Options, topic_ids: list[UUID], producer_ids: list[int]) -> None:
+        per_topic = opts.partitions // opts.topics
+        self.partitions = [(t, p) for t in topic_ids for p in range(per_topic)]
+        idem = len(self.partitions) * opts.idempotent_pct // 100
+        self.producer_of = {
+            tp: producer_ids[i % len(producer_ids)] if i < idem and producer_ids else -1
+            for i, tp in enumerate(self.partitions)
+        }
+        self.next_seq: dict[tuple[UUID, int], int] = {}
+        self.batches = opts.batches
+        self.byte_size = OBJECT_BYTES // opts.batches
+
+    def commit(self) -> list[CommitBatch]:
+        """One object's batches, grouped by partition."""
+        now = int(time.time() * 1000)
+        n = len(self.partitions)
+        out = []
+        for i in range(self.batches):
+            tp = self.partitions[i * n // self.batches]
+            pid = self.producer_of[tp]
+            seq = -1
+            if pid >= 0:
+                seq = self.next_seq.get(tp, 0)
+                self.next_seq[tp] = seq + RECORDS_PER_BATCH
+            out.append(
+                CommitBatch(
+                    topic_id=tp[0],
+                    partition=tp[1],
+                    byte_offset=i * self.byte_size,
+                    byte_size=self.byte_size,
+                    record_count=RECORDS_PER_BATCH,
+                    base_timestamp=now,
+                    max_timestamp=now,
+                    timestamp_type=TimestampType.CREATE_TIME,
+                    producer_id=pid,
+                    producer_epoch=0 if pid >= 0 else -1,
+                    base_sequence=seq,
+                )
+            )
+        return out
+
+
+async def setup(c: BatchCoordinator, opts: Options) -> tuple[Workload, int]:
+    """Create the topics, allocate producer ids, register the uploading broker."""
+    per_topic = max(1, opts.partitions // opts.topics)
+    reqs = [CreateTopicRequest(f"bench-{i}", per_topic, 1) for i in range(opts.topics)]
+    created = await c.create_topics(reqs)
+    bad = [r for r in created if r.error != ErrorCode.none or r.topic_id is None]
+    if bad:
+        raise BenchError(f"create_topics: {bad[0]}")
+    pids = [await c.allocate_producer_id() for _ in range(opts.producers)]
+    epoch = await c.register_broker(0, None, "127.0.0.1", 9092)
+    return Workload(opts, [r.topic_id for r in created if r.topic_id], pids), epoch
+
+
+async def measure(url: str, opts: Options) -> dict[str, Any]:
+    """Warm-up, then time each commit_file; every batch must be accepted."""
+    c = open_coordinator(url)
+    await c.start()
+    try:
+        work, epoch = await setup(c, opts)
+        lat: list[float] = []
+        cpu0 = 0.0
+        for i in range(opts.warmup + opts.commits):
+            if i == opts.warmup:
+                cpu0 = _cpu()
+            batches = work.commit()
+            t0 = time.perf_counter()
+            results = await c.commit_file(f"wal/bench-{i:06d}", 0, epoch, OBJECT_BYTES, batches)
+            dt = time.perf_counter() - t0
+            bad = [r for r in results if r.error != ErrorCode.none or r.is_duplicate]
+            if bad:
+                raise BenchError(f"commit {i}: {len(bad)} batches refused, first: {bad[0]}")
+            if i >= opts.warmup:
+                lat.append(dt)
+        cpu = _cpu() - cpu0
+    finally:
+        await c.close()
+    out: dict[str, Any] = dict(lat_summary(lat))
+    out["mean_ms"] = round(1000 * sum(lat) / len(lat), 2)
+    out["cpu_ms_per_commit"] = round(1000 * cpu / opts.commits, 2)
+    out["batches_per_s_at_p50"] = round(opts.batches / (out["p50_ms"] / 1000))
+    return out
+
+
+def _cpu() -> float:
+    """This process's CPU seconds (for SQLite that is all of the coordinator's work)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def run_all(opts: Options, root: Path, pg_url: str | None, skip_pg: bool) -> list[dict]:
+    """SQLite, then PostgreSQL (fsync off as the test script runs it, then durable)."""
+    out: list[dict[str, Any]] = []
+
+    def one(name: str, url: str, extra: dict[str, Any] | None = None) -> None:
+        log(f"{name}: {opts.warmup} + {opts.commits} commits of {opts.batches} batches")
+        row: dict[str, Any] = {"coordinator": name} | (extra or {})
+        try:
+            row |= asyncio.run(measure(url, opts))
+        except Exception as exc:  # keep the other coordinators' figures
+            row["error"] = f"{type(exc).__name__}: {exc}"
+            log(f"{name} FAILED: {row['error']}")
+        out.append(row)
+
+    one("sqlite (WAL, synchronous=FULL)", f"sqlite:///{root}/c.sqlite3")
+    if skip_pg:
+        out.append({"coordinator": "postgresql", "skipped": "--no-postgres"})
+        return out
+    if pg_url:
+        one("postgresql (--postgres-url)", pg_url)
+        return out
+    why = available()
+    if why:
+        out.append({"coordinator": "postgresql", "skipped": why})
+        return out
+    server = PgServer()
+    try:
+        server.start()
+        for durable in (False, True):
+            server.restart(durable)
+            s = server.settings()
+            label = f"postgresql {s['version'].split()[0]} (fsync={s['fsync']}, "
+            label += f"synchronous_commit={s['synchronous_commit']})"
+            db = server.new_database("bench_durable" if durable else "bench_nosync")
+            one(label, db, {"server": s})
+    except Exception as exc:
+        out.append({"coordinator": "postgresql", "error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        server.stop()
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """One line per coordinator, then what could not be measured."""
+    head = ["coordinator", "p50 ms", "p99 ms", "max ms", "mean ms", "commits", "CPU ms/commit"]
+    body = [
+        [r["coordinator"], fmt(r["p50_ms"]), fmt(r["p99_ms"]), fmt(r["max_ms"]),
+         fmt(r["mean_ms"]), str(r["samples"]), fmt(r["cpu_ms_per_commit"])]
+        for r in rows if "p50_ms" in r
+    ]  # fmt: skip
+    lines = render(head, body) if body else []
+    for r in rows:
+        if "p50_ms" in r:
+            ok = "meets" if r["p99_ms"] < TARGET_MS else "MISSES"
+            lines.append(f"{r['coordinator']}: p99 {ok} the {TARGET_MS:.0f} ms target")
+        elif "skipped" in r:
+            lines.append(f"{r['coordinator']}: not available ({r['skipped']})")
+        else:
+            lines.append(f"{r['coordinator']}: FAILED: {r.get('error')}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]:
+    """The command line (see bench/README.md)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--commits", type=int, default=100, help="timed commits (100)")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed commits first (5)")
+    ap.add_argument("--batches", type=int, default=1600, help="batches per commit (1600)")
+    ap.add_argument("--partitions", type=int, default=100, help="partitions in all (100)")
+    ap.add_argument("--topics", type=int, default=10, help="topics they belong to (10)")
+    ap.add_argument("--idempotent-pct", type=int, default=50, help="%% idempotent partitions")
+    ap.add_argument("--producers", type=int, default=10, help="idempotent producer ids (10)")
+    ap.add_argument("--postgres-url", help="measure this database instead of a throwaway one")
+    ap.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    a = ap.parse_args(argv)
+    if min(a.commits, a.batches, a.topics, a.producers) < 1 or a.partitions < a.topics:
+        ap.error("commits, batches, topics, producers >= 1; partitions >= topics")
+    opts = Options(a.commits, a.warmup, a.batches, a.partitions, a.topics,
+                   a.idempotent_pct, a.producers)  # fmt: skip
+    return opts, a
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts, args = parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="lakelog-commit-"))
+    try:
+        rows = run_all(opts, root, args.postgres_url, args.no_postgres)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(table(rows))
+    print(f"\nper commit: one {OBJECT_BYTES >> 20} MiB object, {opts.batches} batches over "
+          f"{opts.partitions} partitions ({opts.idempotent_pct}% idempotent); "
+          f"{opts.commits} timed after {opts.warmup} warm-up")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps({"options": asdict(opts), "results": rows}, indent=2))
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
