@@ -70,3 +70,35 @@ def test_broker_on_s3(broker_factory: BrokerFactory, s3_endpoint: str) -> None:
     keys = [o["Key"] for o in listing.get("Contents", [])]
     assert keys and all(k.startswith("cluster-a/wal/") for k in keys)
     assert not broker.wal_dir.exists()  # nothing went to the local data dir
+
+
+def test_group_metrics(broker_factory: BrokerFactory) -> None:
+    from kafka import KafkaConsumer
+
+    broker = broker_factory({"GROUP_INITIAL_REBALANCE_DELAY_MS": 100,
+                             "GROUP_LAG_INTERVAL_MS": 200}, metrics=True)
+    create_topic(broker.bootstrap, "lagging", 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(100):
+        producer.produce("lagging", value=b"v%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    consumer = KafkaConsumer("lagging", bootstrap_servers=broker.bootstrap, group_id="metered",
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             max_poll_records=30)
+    url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
+    try:
+        got = 0
+        while got == 0:
+            got = sum(len(v) for v in consumer.poll(1000).values())
+        consumer.commit()  # some records stay unread: lag > 0
+
+        def reported() -> bool:
+            text = urllib.request.urlopen(url, timeout=5).read().decode()
+            return (_metric(text, 'lakelog_groups{state="Stable"}') == 1
+                    and _metric(text, 'lakelog_group_lag{group="metered"') > 0
+                    and _metric(text, "lakelog_offset_commits_total") >= 1
+                    and _metric(text, "lakelog_group_rebalances_total") >= 1)
+
+        wait_until(reported, 20, "group metrics")
+    finally:
+        consumer.close()

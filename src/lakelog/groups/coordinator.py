@@ -49,6 +49,7 @@ class GroupCoordinator:
         self._locks: dict[str, asyncio.Lock] = {}
         self._saving: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
+        self._rebalances_counted: dict[str, int] = {}
 
     # ------------------------------------------------------------------ placement
     async def owns(self, key: str) -> bool:
@@ -118,6 +119,7 @@ class GroupCoordinator:
                     results[i] = next(answers)
             for group_id in to_delete:
                 self._groups.pop(group_id, None)
+                self._rebalances_counted.pop(group_id, None)
         self._update_state_gauge()
         return results
 
@@ -164,16 +166,16 @@ class GroupCoordinator:
             await asyncio.sleep(TICK_S)
             now = time.monotonic()
             for group in list(self._groups.values()):
-                before = (group.state, group.rebalances)
                 try:
                     group.tick(now)
                 except Exception:
                     log.exception("group %s tick failed", group.group_id)
-                if group.rebalances != before[1]:
-                    metrics.group_rebalances_total.inc(group.rebalances - before[1])
-                if group.state != before[0]:
-                    self._update_state_gauge()
+                counted = self._rebalances_counted.get(group.group_id, 0)
+                if group.rebalances > counted:
+                    metrics.group_rebalances_total.inc(group.rebalances - counted)
+                    self._rebalances_counted[group.group_id] = group.rebalances
                 self.save_later(group)
+            self._update_state_gauge()
 
     async def _expire_loop(self) -> None:
         settings = self._broker.settings
