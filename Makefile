@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test bench lint venv clean
+.PHONY: serve test bench bench-cluster lint venv clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,10 @@ test: venv
 
 bench: venv
 	$(BIN)/python bench/produce_consume.py
+
+bench-cluster: venv
+	$(BIN)/python bench/two_brokers.py
+	$(BIN)/python bench/commit_latency.py
 
 lint: venv
 	$(BIN)/ruff check src tests bench

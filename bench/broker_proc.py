@@ -176,8 +176,12 @@ class Broker:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the broker (all its threads), from /proc/<pid>/stat."""
+        return sum(self.cpu_user_sys())
+
+    def cpu_user_sys(self) -> tuple[float, float]:
+        """utime and stime apart: system time is mostly page faults and copies."""
         fields = self._proc_file("stat").rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat
+        return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK  # fields 14, 15 of stat
 
     def memory_mib(self) -> dict[str, float]:
         """VmHWM (peak RSS) and VmRSS, MiB."""

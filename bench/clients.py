@@ -69,6 +69,10 @@ def consumer_conf(bootstrap: str, tail: bool = False) -> dict[str, Any]:
         "max.partition.fetch.bytes": 16 * MiB,
         "receive.message.max.bytes": 64 * MiB + 1 * MiB,
         "queued.max.messages.kbytes": 512 * 1024,
+        # librdkafka postpones the next fetch by this much (default 1000 ms) once its queue
+        # passes queued.min.messages; with 1 KiB records one big fetch does: the consumer
+        # then sits idle half the time. Measured here: 200 MiB/s at the default, 414 at 0.
+        "fetch.queue.backoff.ms": 0,
         "fetch.wait.max.ms": 500 if tail else 100,
     }
 

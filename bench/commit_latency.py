@@ -10,9 +10,9 @@ The workload, straight against the coordinator API (no broker): one 8 MiB object
 `--topics` (10) topics, grouped by partition as in a WAL object; on `--idempotent-pct` (50)
 percent of the partitions the batches carry an idempotent producer id with consecutive
 sequences (the coordinator checks and records them). `--warmup` (5) untimed commits, then
-`--commits` (100) timed ones, each a new object.
+`--commits` (200) timed ones, each a new object.
 
-Run: `.venv/bin/python bench/commit_latency.py [--commits 100] [--json out.json]`.
+Run: `.venv/bin/python bench/commit_latency.py [--commits 200] [--json out.json]`.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from common import OBJECT_BYTES, BenchError, lat_summary, log
+from broker_proc import kernel_threads_cpu, machine_busy_cpu
+from common import NOISY_PCT, OBJECT_BYTES, BenchError, lat_summary, log
 from lakelog.coordinator import (
     BatchCoordinator,
     CommitBatch,
@@ -119,34 +120,52 @@ async def setup(c: BatchCoordinator, opts: Options) -> tuple[Workload, int]:
     return Workload(opts, [r.topic_id for r in created if r.topic_id], pids), epoch
 
 
-async def measure(url: str, opts: Options) -> dict[str, Any]:
-    """Warm-up, then time each commit_file; every batch must be accepted."""
+async def measure(
+    url: str, opts: Options, server_cpu: Callable[[], float] | None = None
+) -> dict[str, Any]:
+    """Warm-up, then time each commit_file; every batch must be accepted. `server_cpu`
+    gives a database server's CPU seconds, to show where the time goes."""
     c = open_coordinator(url)
     await c.start()
     try:
         work, epoch = await setup(c, opts)
         lat: list[float] = []
-        cpu0 = 0.0
+        cpu = 0.0
+        marks: tuple[float, ...] = ()
         for i in range(opts.warmup + opts.commits):
             if i == opts.warmup:
-                cpu0 = _cpu()
+                marks = _marks(server_cpu)
             batches = work.commit()
-            t0 = time.perf_counter()
+            cpu0, t0 = _cpu(), time.perf_counter()
             results = await c.commit_file(f"wal/bench-{i:06d}", 0, epoch, OBJECT_BYTES, batches)
             dt = time.perf_counter() - t0
             bad = [r for r in results if r.error != ErrorCode.none or r.is_duplicate]
             if bad:
                 raise BenchError(f"commit {i}: {len(bad)} batches refused, first: {bad[0]}")
             if i >= opts.warmup:
+                cpu += _cpu() - cpu0
                 lat.append(dt)
-        cpu = _cpu() - cpu0
+        wall, own, srv, busy, kthreads = (
+            b - a for a, b in zip(marks, _marks(server_cpu), strict=True)
+        )
     finally:
         await c.close()
     out: dict[str, Any] = dict(lat_summary(lat))
     out["mean_ms"] = round(1000 * sum(lat) / len(lat), 2)
     out["cpu_ms_per_commit"] = round(1000 * cpu / opts.commits, 2)
+    if server_cpu is not None:
+        out["server_cpu_ms_per_commit"] = round(1000 * srv / opts.commits, 2)
+    other = max(0.0, busy - own - srv - kthreads)
+    out["other_cpu_pct"] = round(100 * other / wall, 1)
     out["batches_per_s_at_p50"] = round(opts.batches / (out["p50_ms"] / 1000))
     return out
+
+
+def _marks(server_cpu: Callable[[], float] | None) -> tuple[float, ...]:
+    """Wall clock, own CPU, DB server CPU, machine busy CPU, kernel threads' CPU: their
+    differences say whether other processes competed with the measurement."""
+    srv = server_cpu() if server_cpu else 0.0
+    return time.monotonic(), _cpu(), srv, machine_busy_cpu(), kernel_threads_cpu()
 
 
 def _cpu() -> float:
@@ -159,11 +178,16 @@ def run_all(opts: Options, root: Path, pg_url: str | None, skip_pg: bool) -> lis
     """SQLite, then PostgreSQL (fsync off as the test script runs it, then durable)."""
     out: list[dict[str, Any]] = []
 
-    def one(name: str, url: str, extra: dict[str, Any] | None = None) -> None:
+    def one(
+        name: str,
+        url: str,
+        extra: dict[str, Any] | None = None,
+        server_cpu: Callable[[], float] | None = None,
+    ) -> None:
         log(f"{name}: {opts.warmup} + {opts.commits} commits of {opts.batches} batches")
         row: dict[str, Any] = {"coordinator": name} | (extra or {})
         try:
-            row |= asyncio.run(measure(url, opts))
+            row |= asyncio.run(measure(url, opts, server_cpu))
         except Exception as exc:  # keep the other coordinators' figures
             row["error"] = f"{type(exc).__name__}: {exc}"
             log(f"{name} FAILED: {row['error']}")
@@ -189,7 +213,7 @@ def run_all(opts: Options, root: Path, pg_url: str | None, skip_pg: bool) -> lis
             label = f"postgresql {s['version'].split()[0]} (fsync={s['fsync']}, "
             label += f"synchronous_commit={s['synchronous_commit']})"
             db = server.new_database("bench_durable" if durable else "bench_nosync")
-            one(label, db, {"server": s})
+            one(label, db, {"server": s}, server.cpu_seconds)
     except Exception as exc:
         out.append({"coordinator": "postgresql", "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -199,13 +223,19 @@ def run_all(opts: Options, root: Path, pg_url: str | None, skip_pg: bool) -> lis
 
 def table(rows: list[dict[str, Any]]) -> str:
     """One line per coordinator, then what could not be measured."""
-    head = ["coordinator", "p50 ms", "p99 ms", "max ms", "mean ms", "commits", "CPU ms/commit"]
+    head = ["coordinator", "p50 ms", "p99 ms", "max ms", "mean ms", "commits",
+            "CPU ms/commit: bench", "DB server", "other procs' CPU %"]  # fmt: skip
     body = [
         [r["coordinator"], fmt(r["p50_ms"]), fmt(r["p99_ms"]), fmt(r["max_ms"]),
-         fmt(r["mean_ms"]), str(r["samples"]), fmt(r["cpu_ms_per_commit"])]
+         fmt(r["mean_ms"]), str(r["samples"]), fmt(r["cpu_ms_per_commit"]),
+         fmt(r.get("server_cpu_ms_per_commit")), fmt(r["other_cpu_pct"])]
         for r in rows if "p50_ms" in r
     ]  # fmt: skip
     lines = render(head, body) if body else []
+    busy = [r["coordinator"] for r in rows if r.get("other_cpu_pct", 0) > NOISY_PCT]
+    if busy:
+        lines.append(f"warning: other processes used more than {NOISY_PCT}% of a core during: "
+                     + ", ".join(busy) + "; rerun on a quiet machine.")  # fmt: skip
     for r in rows:
         if "p50_ms" in r:
             ok = "meets" if r["p99_ms"] < TARGET_MS else "MISSES"
@@ -220,7 +250,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 def parse_args(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]:
     """The command line (see bench/README.md)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--commits", type=int, default=100, help="timed commits (100)")
+    ap.add_argument("--commits", type=int, default=200, help="timed commits (200)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed commits first (5)")
     ap.add_argument("--batches", type=int, default=1600, help="batches per commit (1600)")
     ap.add_argument("--partitions", type=int, default=100, help="partitions in all (100)")

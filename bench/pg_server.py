@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from broker_proc import CLK_TCK
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "postgres.sh"
 
 
@@ -83,6 +85,22 @@ class PgServer:
             for name in ("fsync", "synchronous_commit", "full_page_writes"):
                 out[name] = conn.execute(f"SHOW {name}").fetchone()[0]  # type: ignore[index]
         return out
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds of the postmaster and all its children (backends, WAL writer...)."""
+        pid = int((self.dir / "data" / "postmaster.pid").read_text().split()[0])
+        total = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited meanwhile
+            if entry.name == str(pid) or fields[1] == str(pid):
+                total += int(fields[11]) + int(fields[12])
+        return total / CLK_TCK
 
     def new_database(self, name: str) -> str:
         """A fresh empty database (the role may create them); its URL."""

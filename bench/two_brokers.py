@@ -91,11 +91,13 @@ def run_once(brokers: list[Broker], opts: Options, index: int) -> dict[str, Any]
         for p in procs:
             p.wait_ready()
         bytes0 = [b.counter(BYTES_IN) for b in brokers]
+        sys0 = sum(b.cpu_user_sys()[1] for b in brokers)
         phase: dict[str, Any] = {}
         with cpu_account(brokers, phase):
             for p in procs:
                 p.go()
             outs = [p.result(timeout=opts.mib / 5 + 2 * STALL_S) for p in procs]
+        phase["broker_sys_cpu_s"] = round(sum(b.cpu_user_sys()[1] for b in brokers) - sys0, 3)
         bytes_in = [b.counter(BYTES_IN) - x for b, x in zip(brokers, bytes0, strict=True)]
     finally:
         for p in procs:
@@ -131,37 +133,45 @@ def derive(res: dict[str, Any], brokers: list[Broker]) -> None:
     res["memory_mib"] = [b.memory_mib() for b in brokers if b.alive()]
 
 
-def run_setup(n: int, opts: Options, root: Path) -> dict[str, Any]:
-    """Start n brokers on a fresh data dir, run `--runs` times, stop them."""
-    data = root / f"data-{n}b"
-    brokers = [
-        Broker(root, name=f"{n}b-broker{i}", data_dir=data, broker_id=i, rack=f"bench-{i}",
-               metrics=True)
-        for i in range(n)
+def run_setups(counts: list[int], opts: Options, root: Path) -> list[dict[str, Any]]:
+    """Start every setup's brokers (each setup on its own data dir), then run the setups in
+    turn, run by run, so a drift of the machine (another job, the host's memory) hits all
+    setups alike instead of skewing the ratio. Idle brokers cost next to nothing."""
+    setups = [{"brokers": n, "runs": []} for n in counts]
+    fleets = [
+        [Broker(root, name=f"{n}b-broker{i}", data_dir=root / f"data-{n}b", broker_id=i,
+                rack=f"bench-{i}", metrics=True) for i in range(n)]
+        for n in counts
     ]  # fmt: skip
-    out: dict[str, Any] = {"brokers": n, "runs": []}
     try:
-        for b in brokers:  # one after the other: the first one creates the schema
-            b.start()
+        for fleet in fleets:
+            for b in fleet:  # one after the other: the first one creates the schema
+                b.start()
         for i in range(opts.runs):
-            log(f"{n} broker(s): run {i + 1}")
-            out["runs"].append(run_once(brokers, opts, i))
+            for setup, fleet in zip(setups, fleets, strict=True):
+                if "error" in setup:
+                    continue
+                log(f"{setup['brokers']} broker(s): run {i + 1}")
+                try:
+                    setup["runs"].append(run_once(fleet, opts, i))
+                except Exception as exc:  # keep the other setups' figures
+                    setup["error"] = f"{type(exc).__name__}: {exc}"
+                    log(f"{setup['brokers']} broker(s) FAILED: {setup['error']}")
     except BenchError as exc:
-        out["error"] = str(exc)
-    except Exception as exc:  # keep the other setup's figures
-        out["error"] = f"{type(exc).__name__}: {exc}"
+        for setup in setups:
+            setup.setdefault("error", str(exc))
     finally:
-        for b in brokers:
-            b.stop()
-        out["log_tails"] = {b.name: b.log_tail(10) for b in brokers}
-    if "error" in out:
-        log(f"{n} broker(s) FAILED: {out['error']}")
-    return out
+        for setup, fleet in zip(setups, fleets, strict=True):
+            for b in fleet:
+                b.stop()
+            setup["log_tails"] = {b.name: b.log_tail(10) for b in fleet}
+    return setups
 
 
 def table(setups: list[dict[str, Any]]) -> str:
     """One column per setup and run, then the 2-vs-1 ratios."""
-    cols = [(s, r) for s in setups for r in s["runs"]]
+    most = max((len(s["runs"]) for s in setups), default=0)
+    cols = [(s, s["runs"][i]) for i in range(most) for s in setups if i < len(s["runs"])]
     head = ["figure"] + [f"{s['brokers']} broker(s) {r['kind']}" for s, r in cols]
 
     def per_producer(r: dict[str, Any], *path: str | int) -> str:
@@ -179,6 +189,8 @@ def table(setups: list[dict[str, Any]]) -> str:
         ("bytes share per broker", lambda r: per_broker(r, "broker_share")),
         ("broker CPU s/GiB (all brokers)", lambda r: fmt(r.get("broker_cpu_s_per_gib"))),
         ("broker CPU s/GiB per broker", lambda r: per_broker(r, "broker_cpu_s_per_own_gib")),
+        ("  of which system time %", lambda r: fmt(
+            100 * r["broker_sys_cpu_s"] / r["broker_cpu_s"] if r.get("broker_cpu_s") else None)),
         ("broker CPU s per broker", lambda r: per_broker(r, "broker_cpu_s_each")
          if "broker_cpu_s_each" in r else fmt(r.get("broker_cpu_s"))),
         ("producers' CPU s", lambda r: fmt(r["client_cpu_s"])),
@@ -189,11 +201,13 @@ def table(setups: list[dict[str, Any]]) -> str:
     lines = render(head, [[name] + [fn(r) for _, r in cols] for name, fn in rows])
     lines.append("")
     by_n = {s["brokers"]: s["runs"] for s in setups}
-    for i, (one, two) in enumerate(zip(by_n.get(1, []), by_n.get(2, []), strict=False)):
-        lines.append(
-            f"run {i + 1} ({one['kind']}): 2 brokers / 1 broker = "
-            f"{two['mib_s'] / one['mib_s']:.2f} ({fmt(two['mib_s'])} / {fmt(one['mib_s'])} MiB/s)"
-        )
+    for n in sorted(k for k in by_n if k > 1):
+        for i, (one, many) in enumerate(zip(by_n.get(1, []), by_n[n], strict=False)):
+            lines.append(
+                f"run {i + 1} ({one['kind']}): {n} brokers / 1 broker = "
+                f"{many['mib_s'] / one['mib_s']:.2f} "
+                f"({fmt(many['mib_s'])} / {fmt(one['mib_s'])} MiB/s)"
+            )
     busy = [
         f"{s['brokers']}b run {r['run']} {r['other_cpu_pct']}%"
         for s, r in cols
@@ -215,9 +229,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]
     ap.add_argument("--partitions", type=int, default=8, help="partitions of the topic (8)")
     ap.add_argument("--record-bytes", type=int, default=1024, help="record value size (1024)")
     ap.add_argument("--queue-mib", type=int, default=64, help="each producer's queue MiB (64)")
+    ap.add_argument("--setups", default="1,2", help="broker counts to compare (1,2)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     a = ap.parse_args(argv)
+    if not all(x.strip().isdigit() and int(x) > 0 for x in a.setups.split(",")):
+        ap.error("--setups: broker counts such as 1,2")
     if a.mib < 1 or a.runs < 1 or a.producers < 1 or a.partitions < 1 or a.record_bytes < 16:
         ap.error("mib, runs, producers, partitions >= 1; record-bytes >= 16")
     opts = Options(a.mib, a.runs, a.producers, a.partitions, a.record_bytes, a.queue_mib)
@@ -234,10 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_term)
     root = Path(tempfile.mkdtemp(prefix="lakelog-bench2-"))
     started = time.monotonic()
-    setups: list[dict[str, Any]] = []
     try:
-        for n in (1, 2):
-            setups.append(run_setup(n, opts, root))
+        setups = run_setups(sorted({int(x) for x in args.setups.split(",")}), opts, root)
     finally:
         if args.keep:
             log(f"kept {root}")
