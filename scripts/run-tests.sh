@@ -7,6 +7,8 @@ BIN=.venv/bin
 
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+# PostgreSQL server binaries, for the coordinator contract tests' postgres backend.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   apt-get update -qq
@@ -14,10 +16,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 workdir=$(mktemp -d /tmp/lakelog-test.XXXXXX)
+pgdir=$(mktemp -d /tmp/lakelog-pg.XXXXXX)
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  bash scripts/postgres.sh stop "$pgdir" || true
   rm -rf "$workdir"
 }
 trap cleanup EXIT
@@ -31,6 +35,12 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 export LAKELOG_TEST_S3_ENDPOINT="http://127.0.0.1:$moto_port"
+
+# A throwaway PostgreSQL server on loopback (fsync off), for the postgres contract tests:
+# with the URL set they run against it and never skip.
+pg_port=$($BIN/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+LAKELOG_TEST_POSTGRES_URL=$(bash scripts/postgres.sh start "$pgdir" "$pg_port")
+export LAKELOG_TEST_POSTGRES_URL
 
 $BIN/ruff check src tests bench
 $BIN/python -m pytest -q -p no:cacheprovider "$@"

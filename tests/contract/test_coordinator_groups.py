@@ -200,8 +200,9 @@ async def test_deleting_a_topic_deletes_its_committed_offsets(
     from lakelog.coordinator.interface import CreateTopicRequest, OffsetCommit
 
     await coordinator.create_topics([CreateTopicRequest("doomed", 1, 1)])
-    await coordinator.commit_offsets("g", [OffsetCommit("doomed", 0, 5),
-                                           OffsetCommit("kept", 0, 7)], 1)
+    await coordinator.commit_offsets(
+        "g", [OffsetCommit("doomed", 0, 5), OffsetCommit("kept", 0, 7)], 1
+    )
     await coordinator.delete_topics(["doomed"])
     found = await coordinator.fetch_offsets("g", None)
     assert [(c.topic, c.offset) for c in found] == [("kept", 7)]

@@ -519,4 +519,6 @@ class BatchCoordinator(abc.ABC):
     @abc.abstractmethod
     async def change_token(self) -> int:
         """A number that changes whenever any process commits; polled to wake fetches
-        waiting on another process's produce."""
+        waiting on another process's produce. Any write transaction counts (not only
+        commit_file), and a call made after a commit returned, in any process sharing the
+        database, already sees the change."""

@@ -1,6 +1,10 @@
 """Cluster-wide counters in PostgreSQL: producer ids, broker registrations and epochs.
 Both counters are sequences: values are never handed out twice, even by transactions
-that roll back, and drawing one never waits for another broker."""
+that roll back, and drawing one never waits for another broker.
+
+A broker's row is locked FOR KEY SHARE by its commits (see `produce`). Changing its epoch
+(registering again, fencing) first locks the row FOR UPDATE, which waits for those
+commits; heartbeats only update it (FOR NO KEY UPDATE), which never waits for commits."""
 
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ async def register_broker(
     conn: Conn, broker_id: int, rack: str | None, host: str, port: int
 ) -> int:
     """One global epoch sequence: a new epoch beats every earlier one of any broker. On a
-    re-registration the new epoch is drawn in the SET clause, after the row is locked, so
+    re-registration the new epoch is drawn in the SET clause, under the row lock, so
     concurrent registrations of one id store their epochs in increasing order."""
+    await _lock_broker(conn, broker_id)
     now = now_ms()
     cursor = await conn.execute(
         "INSERT INTO brokers (broker_id, broker_epoch, rack, host, port, registered_at,"
@@ -39,10 +44,11 @@ async def register_broker(
 
 async def heartbeat_broker(conn: Conn, broker_id: int, broker_epoch: int) -> ErrorCode:
     cursor = await conn.execute(
-        "UPDATE brokers SET last_heartbeat = %s WHERE broker_id = %s AND broker_epoch = %s",
+        "UPDATE brokers SET last_heartbeat = %s WHERE broker_id = %s AND broker_epoch = %s"
+        " RETURNING 1",
         (now_ms(), broker_id, broker_epoch),
     )
-    if cursor.rowcount == 1:
+    if await cursor.fetchone() is not None:
         return ErrorCode.none
     cursor = await conn.execute("SELECT 1 FROM brokers WHERE broker_id = %s", (broker_id,))
     if await cursor.fetchone() is None:
@@ -61,11 +67,17 @@ async def list_brokers(conn: Conn, alive_since_ms: int) -> list[BrokerInfo]:
 
 async def fence_broker(conn: Conn, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
     """A fresh epoch nobody holds makes the silent broker's commits and heartbeats stale;
-    heartbeat -1 hides it from every listing until it registers again. One UPDATE: a
-    heartbeat racing with it is either seen (no fencing) or made stale."""
+    heartbeat -1 hides it from every listing until it registers again. A heartbeat racing
+    with it is either seen (no fencing) or made stale."""
+    await _lock_broker(conn, broker_id)
     cursor = await conn.execute(
         "UPDATE brokers SET broker_epoch = nextval('broker_epochs'), last_heartbeat = -1"
-        " WHERE broker_id = %s AND broker_epoch = %s AND last_heartbeat < %s",
+        " WHERE broker_id = %s AND broker_epoch = %s AND last_heartbeat < %s RETURNING 1",
         (broker_id, broker_epoch, silent_since_ms),
     )
-    return cursor.rowcount == 1
+    return await cursor.fetchone() is not None
+
+
+async def _lock_broker(conn: Conn, broker_id: int) -> None:
+    """Wait for the broker's in-flight commits before its epoch changes."""
+    await conn.execute("SELECT 1 FROM brokers WHERE broker_id = %s FOR UPDATE", (broker_id,))

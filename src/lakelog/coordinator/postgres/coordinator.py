@@ -2,10 +2,15 @@
 
 Each instance holds a bounded pool of connections for its transactions (one per method
 call, see `transaction`) and one more connection that listens for other brokers' commits
-(see `listener`). Schema migrations run at start, serialized by an advisory lock."""
+(see `listener`). Schema migrations run at start, serialized by an advisory lock.
+
+The tables live in the first schema of the connection's search_path (`public` unless the
+URL says otherwise, e.g. `?options=-csearch_path%3Dlakelog`), so one database can hold
+several independent clusters."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -49,9 +54,10 @@ from lakelog.coordinator.postgres import (
     read,
     topics,
 )
-from lakelog.coordinator.postgres.listener import ChangeListener
+from lakelog.coordinator.postgres.listener import ChangeListener, current_schema
 from lakelog.coordinator.postgres.transaction import Transactions
 from lakelog.errors import ErrorCode
+from lakelog.metrics import coordinator_latency_seconds
 
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 8
@@ -89,6 +95,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
             return
         async with await AsyncConnection.connect(self.url, autocommit=True) as conn:
             await migrate.apply_postgres(conn)
+            schema = await current_schema(conn)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             self.url,
             min_size=self._min_size,
@@ -98,7 +105,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
             open=False,
             name="lakelog-coordinator",
         )
-        listener = ChangeListener(self.url)
+        listener = ChangeListener(self.url, schema)
         try:
             await pool.open(wait=True, timeout=POOL_TIMEOUT_S)
             await listener.start()
@@ -107,7 +114,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
             await pool.close()
             raise
         self._pool, self._listener = pool, listener
-        self._tx = Transactions(pool, self._count_commit)
+        self._tx = Transactions(pool, schema, self._count_commit)
 
     async def close(self) -> None:
         pool, listener = self._pool, self._listener
@@ -285,7 +292,12 @@ class PostgresBatchCoordinator(BatchCoordinator):
         listener = self._listener
         if listener is None:
             raise RuntimeError("coordinator is not started")
-        heard = await listener.sync()
+        started = time.perf_counter()
+        try:
+            heard = await listener.sync()
+        finally:
+            latency = time.perf_counter() - started
+            coordinator_latency_seconds.labels(method="change_token").observe(latency)
         return (heard << 32) + (self._local_commits & 0xFFFF_FFFF)
 
     async def wait_for_change(self, token: int, timeout: float) -> int:

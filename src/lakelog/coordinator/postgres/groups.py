@@ -85,11 +85,13 @@ async def delete_offsets(conn: Conn, group_id: str, partitions: Sequence[tuple[s
 async def expire_offsets(conn: Conn, committed_before_ms: int) -> int:
     """Only groups nobody is in may lose offsets: a live group's are still in use."""
     cursor = await conn.execute(
-        "DELETE FROM group_offsets WHERE commit_time < %s AND group_id NOT IN"
-        " (SELECT group_id FROM groups WHERE state != %s)",
+        "WITH gone AS (DELETE FROM group_offsets WHERE commit_time < %s AND group_id NOT IN"
+        " (SELECT group_id FROM groups WHERE state != %s) RETURNING 1)"
+        " SELECT COUNT(*) FROM gone",
         (committed_before_ms, EMPTY),
     )
-    return cursor.rowcount
+    row = await cursor.fetchone()
+    return int(row[0]) if row else 0
 
 
 # -- group records
@@ -172,10 +174,14 @@ async def list_groups(conn: Conn) -> list[GroupRecord]:
 async def delete_groups(conn: Conn, group_ids: Sequence[str]) -> list[ErrorCode]:
     results: list[ErrorCode] = []
     for group_id in group_ids:
-        records = await conn.execute("DELETE FROM groups WHERE group_id = %s", (group_id,))
-        offsets = await conn.execute("DELETE FROM group_offsets WHERE group_id = %s", (group_id,))
-        found = records.rowcount or offsets.rowcount
-        results.append(ErrorCode.none if found else ErrorCode.group_id_not_found)
+        cursor = await conn.execute(
+            "WITH records AS (DELETE FROM groups WHERE group_id = %s RETURNING 1),"
+            " offsets AS (DELETE FROM group_offsets WHERE group_id = %s RETURNING 1)"
+            " SELECT (SELECT COUNT(*) FROM records) + (SELECT COUNT(*) FROM offsets)",
+            (group_id, group_id),
+        )
+        row = await cursor.fetchone()
+        results.append(ErrorCode.none if row and row[0] else ErrorCode.group_id_not_found)
     return results
 
 

@@ -2,6 +2,10 @@
 coordinator keeps one dedicated connection LISTENing, counting what arrives. The count is
 the change token: it moves when any broker commits, without polling tables.
 
+Channels are per database, but a database may hold several coordinators, each in its own
+schema (chosen with the URL's search_path): the payload starts with the schema's name, and
+a listener counts only its own schema's commits.
+
 The connection is drained as soon as its socket is readable (a listener that stops reading
 would hold back the server's notification queue for everyone). `sync` adds one round trip:
 PostgreSQL delivers every notification committed before a query ahead of that query's
@@ -15,7 +19,7 @@ import logging
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +28,31 @@ CHANNEL = "lakelog_commits"
 RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 
+async def current_schema(conn: AsyncConnection[Any]) -> str:
+    """The schema the coordinator's tables live in (the first of the search_path)."""
+    cursor = await conn.execute("SELECT current_schema()")
+    row = await cursor.fetchone()
+    if row is None or row[0] is None:
+        raise psycopg.ProgrammingError("no schema of the search_path exists")
+    return str(row[0])
+
+
+def notify(schema: str, method: str) -> sql.Composed:
+    """The statement announcing a write transaction; delivered only if it commits."""
+    return sql.SQL("NOTIFY {}, {}").format(
+        sql.Identifier(CHANNEL), sql.Literal(f"{schema}:{method}")
+    )
+
+
 class ChangeListener:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, schema: str) -> None:
         self._url = url
+        self._prefix = f"{schema}:"
         self._conn: AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
         """Held while anyone uses the connection; the socket watch is re-armed under it."""
         self._armed: asyncio.Future[None] | None = None
+        self._watched_fd = -1
         self._task: asyncio.Task[None] | None = None
         self._count = 0
         self._event = asyncio.Event()
@@ -78,7 +100,11 @@ class ChangeListener:
 
     # -- internals
 
-    def _bump(self, *_: object) -> None:
+    def _heard(self, payload: str) -> None:
+        if payload.startswith(self._prefix):
+            self._bump()
+
+    def _bump(self) -> None:
         self._count += 1
         self._event.set()
         self._event = asyncio.Event()
@@ -86,7 +112,7 @@ class ChangeListener:
     async def _connect(self) -> AsyncConnection[Any]:
         conn = await AsyncConnection.connect(self._url, autocommit=True)
         try:
-            conn.add_notify_handler(self._bump)
+            conn.add_notify_handler(lambda notify: self._heard(notify.payload))
             await conn.execute(f"LISTEN {CHANNEL}")
         except BaseException:
             await conn.close()
@@ -112,31 +138,29 @@ class ChangeListener:
             conn = self._conn
             if conn is None or conn.closed:
                 raise psycopg.OperationalError("commit listener connection closed")
-            pgconn = conn.pgconn
+            pgconn, encoding = conn.pgconn, conn.info.encoding
             pgconn.consume_input()
             while (notify := pgconn.notifies()) is not None:
-                self._bump(notify)
+                self._heard(notify.extra.decode(encoding, "replace"))
             loop = asyncio.get_running_loop()
             armed: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(pgconn.socket, self._readable, armed)
+            self._watched_fd = pgconn.socket
+            loop.add_reader(self._watched_fd, self._disarm)
             self._armed = armed
         try:
             await armed
         finally:
             self._disarm()
 
-    def _readable(self, armed: asyncio.Future[None]) -> None:
-        self._disarm()
-
     def _disarm(self) -> None:
-        """Stop watching the socket (psycopg watches it itself while it runs a query)."""
+        """Stop watching the socket (psycopg watches it itself while it runs a query) and
+        let the watch loop go round."""
         armed, self._armed = self._armed, None
         if armed is None:
             return
-        conn = self._conn
-        if conn is not None and not conn.closed:
-            with contextlib.suppress(Exception):
-                asyncio.get_running_loop().remove_reader(conn.pgconn.socket)
+        fd, self._watched_fd = self._watched_fd, -1
+        with contextlib.suppress(Exception):  # the loop may be closing, the fd gone
+            asyncio.get_running_loop().remove_reader(fd)
         if not armed.done():
             armed.set_result(None)
 

@@ -2,17 +2,22 @@
 the fencing and idempotent-producer checks, and record the object.
 
 Runs in the caller's READ COMMITTED transaction. What makes concurrent commits from many
-brokers safe is the row locks: the uploader's broker row FOR SHARE (a re-registration,
-which bumps the epoch, waits for commits under the old epoch to finish, and later ones
-see the new epoch), then the touched partitions FOR UPDATE in (topic, partition) order,
-held until commit. Everything is read in a few set-wise queries, decided in Python by the
-shared idempotence rules, and written back in one pipeline."""
+brokers safe is the row locks: the uploader's broker row FOR KEY SHARE (a re-registration
+or fencing, which locks it FOR UPDATE to change the epoch, waits for commits under the old
+epoch to finish, and later ones see the new epoch; heartbeats are not held up), then the
+touched partitions FOR UPDATE in (topic, partition) order, held until commit. Everything
+is read in a few set-wise queries, decided in Python by the shared idempotence rules, and
+written back in one pipeline."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
+
+from psycopg import AsyncCursor
 
 from lakelog.coordinator import idempotence
 from lakelog.coordinator.idempotence import ProducerBatch
@@ -26,8 +31,9 @@ from lakelog.coordinator.postgres.rows import (
     Conn,
     PartitionRow,
     batch_timestamp,
-    find_partitions,
     now_ms,
+    partitions_of,
+    query_partitions,
 )
 from lakelog.errors import ErrorCode
 
@@ -57,47 +63,54 @@ async def commit_file(
     file_size: int,
     batches: Sequence[CommitBatch],
 ) -> list[CommitBatchResult]:
-    file_id = await _claim_key(conn, object_key, uploader_broker_id, broker_epoch, file_size)
-    if file_id is None:
+    # Every read is sent before any answer is awaited: in pipeline mode they share one
+    # round trip. They run in this order, so the histories are read under the partition
+    # locks. (A known key or a fenced broker makes the locks needless; both are rare.)
+    usable = [b for b in batches if _well_formed(b, file_size)]
+    claimed = await _claim_key(conn, object_key, uploader_broker_id, broker_epoch, file_size)
+    epoch = await _current_epoch(conn, uploader_broker_id) if broker_epoch >= 0 else None
+    locked = await query_partitions(conn, ((b.topic_id, b.partition) for b in usable), True)
+    histories = await _query_histories(conn, usable)
+
+    file_row = await claimed.fetchone()
+    if file_row is None:
         # A second commit of one object would point two batch rows at the same bytes.
         return [CommitBatchResult(ErrorCode.invalid_request) for _ in batches]
-    fenced = broker_epoch >= 0 and await _newer_epoch_exists(conn, uploader_broker_id, broker_epoch)
-    usable = [] if fenced else [b for b in batches if _well_formed(b, file_size)]
-    partitions = await find_partitions(conn, ((b.topic_id, b.partition) for b in usable), True)
-    histories = await _histories(conn, partitions, usable)
+    epoch_row = None if epoch is None else await epoch.fetchone()
+    fenced = epoch_row is not None and epoch_row[0] > broker_epoch
+    partitions = await partitions_of(locked)
     # Taken under the partition locks, so LogAppendTime follows the commit order.
-    commit = _Commit(now=now_ms(), partitions=partitions, histories=histories)
+    commit = _Commit(
+        now=now_ms(), partitions=partitions, histories=await _histories(histories, partitions)
+    )
     results = [
         CommitBatchResult(ErrorCode.stale_broker_epoch)
         if fenced
         else _commit_batch(commit, batch, file_size)
         for batch in batches
     ]
-    await _write(conn, commit, file_id)
+    await _write(conn, commit, int(file_row[0]))
     return results
 
 
 async def _claim_key(
     conn: Conn, object_key: str, uploader_broker_id: int, broker_epoch: int, file_size: int
-) -> int | None:
-    """Insert the file row (its final state is written at the end), or None if the key is
-    known. A concurrent commit of the same key waits on the unique index and gets None."""
-    cursor = await conn.execute(
+) -> AsyncCursor[Any]:
+    """Insert the file row (its final state is written at the end); no row comes back if
+    the key is known. A concurrent commit of the same key waits on the unique index, then
+    gets no row either."""
+    return await conn.execute(
         "INSERT INTO files (object_key, state, size, live_bytes, uploader_broker_id,"
         " broker_epoch, committed_at) VALUES (%s, 'deleting', %s, 0, %s, %s, 0)"
         " ON CONFLICT (object_key) DO NOTHING RETURNING id",
         (object_key, file_size, uploader_broker_id, broker_epoch),
     )
-    row = await cursor.fetchone()
-    return None if row is None else int(row[0])
 
 
-async def _newer_epoch_exists(conn: Conn, broker_id: int, broker_epoch: int) -> bool:
-    cursor = await conn.execute(
-        "SELECT broker_epoch FROM brokers WHERE broker_id = %s FOR SHARE", (broker_id,)
+async def _current_epoch(conn: Conn, broker_id: int) -> AsyncCursor[Any]:
+    return await conn.execute(
+        "SELECT broker_epoch FROM brokers WHERE broker_id = %s FOR KEY SHARE", (broker_id,)
     )
-    row = await cursor.fetchone()
-    return row is not None and row[0] > broker_epoch
 
 
 def _well_formed(batch: CommitBatch, file_size: int) -> bool:
@@ -109,30 +122,45 @@ def _well_formed(batch: CommitBatch, file_size: int) -> bool:
     )
 
 
-async def _histories(
-    conn: Conn, partitions: dict[tuple[UUID, int], PartitionRow], batches: Sequence[CommitBatch]
-) -> dict[_ProducerKey, list[ProducerBatch]]:
-    """The remembered batches of every producer the commit mentions, oldest first; read
-    after the partition locks, so no other commit can change them before ours ends."""
-    keys: dict[_ProducerKey, list[ProducerBatch]] = {}
-    for b in batches:
-        part = partitions.get((b.topic_id, b.partition))
-        if part is not None and b.producer_id >= 0:
-            keys[(part.topic_id, part.partition, b.producer_id)] = []
+async def _query_histories(conn: Conn, batches: Sequence[CommitBatch]) -> AsyncCursor[Any] | None:
+    """Send the lookup of the remembered batches of every producer the commit mentions,
+    oldest first (None if there are none)."""
+    keys = list(
+        dict.fromkeys(
+            (b.topic_id, b.partition, b.producer_id) for b in batches if b.producer_id >= 0
+        )
+    )
     if not keys:
-        return keys
-    cursor = await conn.execute(
-        "SELECT s.topic_id, s.partition, s.producer_id, s.producer_epoch, s.base_sequence,"
+        return None
+    return await conn.execute(
+        "SELECT k.topic_uuid, k.partition, k.pid, s.producer_epoch, s.base_sequence,"
         " s.last_sequence, s.base_offset, s.last_offset"
-        " FROM unnest(%s::bigint[], %s::int[], %s::bigint[]) AS k (topic_id, partition, pid)"
-        " JOIN producer_state s ON s.topic_id = k.topic_id AND s.partition = k.partition"
+        " FROM unnest(%s::uuid[], %s::int[], %s::bigint[]) AS k (topic_uuid, partition, pid)"
+        " JOIN topics t ON t.topic_uuid = k.topic_uuid"
+        " JOIN producer_state s ON s.topic_id = t.id AND s.partition = k.partition"
         "  AND s.producer_id = k.pid"
         " ORDER BY s.base_offset",
         ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
     )
-    for row in await cursor.fetchall():
-        keys[(row[0], row[1], row[2])].append(ProducerBatch(*row[3:]))
-    return keys
+
+
+async def _histories(
+    cursor: AsyncCursor[Any] | None, partitions: dict[tuple[UUID, int], PartitionRow]
+) -> dict[_ProducerKey, list[ProducerBatch]]:
+    """The histories by (topic row id, partition, producer id); every producer of a
+    locked partition gets one, empty when the partition has not seen it."""
+    found: defaultdict[tuple[UUID, int, int], list[ProducerBatch]] = defaultdict(list)
+    if cursor is not None:
+        for row in await cursor.fetchall():
+            found[(row[0], row[1], row[2])].append(ProducerBatch(*row[3:]))
+    return defaultdict(
+        list,
+        {
+            (part.topic_id, part.partition, pid): history
+            for (topic, partition, pid), history in found.items()
+            if (part := partitions.get((topic, partition))) is not None
+        },
+    )
 
 
 def _commit_batch(commit: _Commit, batch: CommitBatch, file_size: int) -> CommitBatchResult:

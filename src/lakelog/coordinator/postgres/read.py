@@ -2,13 +2,16 @@
 Each function runs in a REPEATABLE READ, READ ONLY transaction, so it sees one snapshot
 (a partition's bounds and its batches agree) and never conflicts with writers.
 
-Round trips cost more than rows here, so lookups are set-wise: one query finds every asked
-partition, one more brings the first page of batches for all of them."""
+Round trips cost more than rows here, so lookups are set-wise: for find_batches one query
+finds every asked partition and another brings the first page of batches for all of them,
+both sent in one round trip."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from psycopg import AsyncCursor
 
 from lakelog.coordinator.interface import (
     EARLIEST_TIMESTAMP,
@@ -30,6 +33,8 @@ from lakelog.coordinator.postgres.rows import (
     batch_timestamp,
     coordinate,
     find_partitions,
+    partitions_of,
+    query_partitions,
 )
 from lakelog.coordinator.sqlite.read import EARLIEST_LOCAL_TIMESTAMP
 from lakelog.errors import ErrorCode
@@ -40,14 +45,17 @@ PAGE = 128
 _FROM = "FROM batches b JOIN files f ON f.id = b.file_id WHERE b.topic_id = %s AND b.partition = %s"
 
 _FIRST_PAGES = (
-    f"SELECT k.i, x.* FROM unnest(%s::int[], %s::bigint[], %s::int[], %s::bigint[])"
-    f" AS k (i, topic_id, partition, from_offset)"
+    f"SELECT k.i, x.* FROM unnest(%s::int[], %s::uuid[], %s::int[], %s::bigint[])"
+    f" AS k (i, topic_uuid, partition, from_offset)"
+    f" JOIN topics t ON t.topic_uuid = k.topic_uuid"
     f" CROSS JOIN LATERAL (SELECT {BATCH_COLUMNS} FROM batches b"
     f"  JOIN files f ON f.id = b.file_id"
-    f"  WHERE b.topic_id = k.topic_id AND b.partition = k.partition"
+    f"  WHERE b.topic_id = t.id AND b.partition = k.partition"
     f"  AND b.last_offset >= k.from_offset ORDER BY b.last_offset LIMIT {PAGE}) AS x"
     f" ORDER BY k.i, x.last_offset"
 )
+"""The first page of batches of every request, found by topic id like the partitions, so
+both queries go out together (one snapshot: they agree)."""
 
 
 class _Reading:
@@ -82,9 +90,11 @@ class _Reading:
 async def find_batches(
     conn: Conn, requests: Sequence[FindBatchesRequest]
 ) -> list[FindBatchesResult]:
-    parts = await find_partitions(conn, ((r.topic_id, r.partition) for r in requests))
-    results: list[FindBatchesResult | None] = []
-    reading: dict[int, _Reading] = {}
+    located = await query_partitions(conn, ((r.topic_id, r.partition) for r in requests))
+    pages = await _query_first_pages(conn, requests)
+    parts = await partitions_of(located)
+    first_pages = await _first_pages(pages)
+    results: list[FindBatchesResult] = []
     for i, req in enumerate(requests):
         part = parts.get((req.topic_id, req.partition))
         if part is None:
@@ -93,34 +103,40 @@ async def find_batches(
         bounds = {"log_start_offset": part.log_start_offset, "high_watermark": part.high_watermark}
         if req.offset < part.log_start_offset or req.offset > part.high_watermark:
             results.append(FindBatchesResult(ErrorCode.offset_out_of_range, **bounds))
-        elif req.offset == part.high_watermark:
+            continue
+        if req.offset == part.high_watermark:
             results.append(FindBatchesResult(ErrorCode.none, **bounds))
-        else:
-            results.append(None)
-            reading[i] = _Reading(part, req)
-    if reading:
-        await _read_pages(conn, reading)
-    return [r if r is not None else reading[i].result() for i, r in enumerate(results)]
+            continue
+        reading = _Reading(part, req)
+        more = reading.add(first_pages.get(i, []))
+        while more:
+            more = await _next_page(conn, reading)
+        results.append(reading.result())
+    return results
 
 
-async def _read_pages(conn: Conn, reading: dict[int, _Reading]) -> None:
-    indexes = list(reading)
-    cursor = await conn.execute(
+async def _query_first_pages(
+    conn: Conn, requests: Sequence[FindBatchesRequest]
+) -> AsyncCursor[Any] | None:
+    if not requests:
+        return None
+    return await conn.execute(
         _FIRST_PAGES,
         (
-            indexes,
-            [reading[i].part.topic_id for i in indexes],
-            [reading[i].part.partition for i in indexes],
-            [reading[i].req.offset for i in indexes],
+            list(range(len(requests))),
+            [r.topic_id for r in requests],
+            [r.partition for r in requests],
+            [r.offset for r in requests],
         ),
     )
-    pages: dict[int, list[tuple[Any, ...]]] = {i: [] for i in indexes}
-    for row in await cursor.fetchall():
-        pages[row[0]].append(row[1:])
-    for i in indexes:
-        more = reading[i].add(pages[i])
-        while more:
-            more = await _next_page(conn, reading[i])
+
+
+async def _first_pages(cursor: AsyncCursor[Any] | None) -> dict[int, list[tuple[Any, ...]]]:
+    pages: dict[int, list[tuple[Any, ...]]] = {}
+    if cursor is not None:
+        for row in await cursor.fetchall():
+            pages.setdefault(row[0], []).append(row[1:])
+    return pages
 
 
 async def _next_page(conn: Conn, reading: _Reading) -> bool:

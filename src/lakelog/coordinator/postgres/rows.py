@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 
 from lakelog.coordinator.sqlite.rows import (
     BATCH_COLUMNS,
@@ -27,6 +27,8 @@ __all__ = [
     "coordinate",
     "find_partitions",
     "now_ms",
+    "partitions_of",
+    "query_partitions",
 ]
 
 Conn = AsyncConnection[Any]
@@ -43,20 +45,36 @@ _PARTITIONS_SQL = (
 )
 
 
+async def query_partitions(
+    conn: Conn, keys: Iterable[PartitionKeyTuple], lock: bool = False
+) -> AsyncCursor[Any] | None:
+    """Send the lookup of the partitions among `keys` (None if there are none); read the
+    answer with `partitions_of`. In pipeline mode nothing waits until then, so further
+    queries can travel in the same round trip. With `lock`, the rows are locked FOR
+    UPDATE in (topic row id, partition) order, the one order every writer uses, so two
+    writers touching the same partitions never deadlock."""
+    wanted = list(dict.fromkeys(keys))
+    if not wanted:
+        return None
+    sql = _PARTITIONS_SQL + (" FOR UPDATE OF p" if lock else "")
+    return await conn.execute(
+        sql, ([topic for topic, _ in wanted], [partition for _, partition in wanted])
+    )
+
+
+async def partitions_of(
+    cursor: AsyncCursor[Any] | None,
+) -> dict[PartitionKeyTuple, PartitionRow]:
+    if cursor is None:
+        return {}
+    return {(row[0], row[2]): PartitionRow(*row[1:]) for row in await cursor.fetchall()}
+
+
 async def find_partitions(
     conn: Conn, keys: Iterable[PartitionKeyTuple], lock: bool = False
 ) -> dict[PartitionKeyTuple, PartitionRow]:
-    """The partitions that exist among `keys`, in one query. With `lock`, their rows are
-    locked FOR UPDATE in (topic row id, partition) order, the one order every writer uses,
-    so two writers touching the same partitions never deadlock."""
-    wanted = list(dict.fromkeys(keys))
-    if not wanted:
-        return {}
-    sql = _PARTITIONS_SQL + (" FOR UPDATE OF p" if lock else "")
-    cursor = await conn.execute(
-        sql, ([topic for topic, _ in wanted], [partition for _, partition in wanted])
-    )
-    return {(row[0], row[2]): PartitionRow(*row[1:]) for row in await cursor.fetchall()}
+    """The partitions that exist among `keys`, in one query (see `query_partitions`)."""
+    return await partitions_of(await query_partitions(conn, keys, lock))
 
 
 async def lock_topic_partitions(conn: Conn, topic_ids: Iterable[int]) -> None:

@@ -1,10 +1,14 @@
 """One database transaction per coordinator method, on a pooled connection, retried whole
 when PostgreSQL aborts it for a serialization failure (40001) or a deadlock (40P01): both
-mean "nothing happened, try again", and the bodies only decide from what they read.
+mean "nothing happened, try again", and the bodies decide only from what they read.
 
 Writes run in READ COMMITTED and rely on row locks; reads run in REPEATABLE READ, READ
-ONLY, so a multi-query read sees one snapshot. Every write ends with a NOTIFY sent with
-its COMMIT in one round trip: listeners hear about it only if it committed."""
+ONLY, so a multi-query read sees one snapshot. Every write ends with a NOTIFY, delivered
+to listeners only if the transaction commits.
+
+Transactions run in pipeline mode: statements are sent without waiting, and a round trip
+happens only when a body needs a result (or at the end), so BEGIN travels with the first
+query, and writes whose results nobody reads travel with the NOTIFY and the COMMIT."""
 
 from __future__ import annotations
 
@@ -12,14 +16,14 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import errors, pq
+from psycopg import errors, pq, sql
 from psycopg_pool import AsyncConnectionPool
 
-from lakelog.coordinator.postgres.listener import CHANNEL
+from lakelog.coordinator.postgres.listener import notify
 from lakelog.coordinator.postgres.rows import Conn
 from lakelog.metrics import coordinator_latency_seconds
 
@@ -32,8 +36,9 @@ MAX_ATTEMPTS = 8
 FIRST_DELAY_S = 0.005
 MAX_DELAY_S = 0.5
 
-BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
-BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+BEGIN_WRITE = sql.SQL("BEGIN ISOLATION LEVEL READ COMMITTED")
+BEGIN_READ = sql.SQL("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+COMMIT = sql.SQL("COMMIT")
 
 
 def backoff(attempt: int) -> float:
@@ -43,20 +48,25 @@ def backoff(attempt: int) -> float:
 
 
 class Transactions:
-    def __init__(self, pool: AsyncConnectionPool[Any], on_commit: Callable[[], None]) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], schema: str, on_commit: Callable[[], None]
+    ) -> None:
         self._pool = pool
+        self._schema = schema
         self._on_commit = on_commit
+        self._endings: dict[str, tuple[sql.Composable, ...]] = {}
         self.retries = 0
         """Transactions retried so far (for tests and debugging)."""
 
     async def run(self, method: str, write: bool, body: Body[T], *args: Any) -> T:
         started = time.perf_counter()
+        begin, ending = (BEGIN_WRITE, self._ending(method)) if write else (BEGIN_READ, (COMMIT,))
         try:
             attempt = 1
             while True:
                 try:
                     async with self._pool.connection() as conn:
-                        result = await _once(conn, method, write, body, args)
+                        result = await _once(conn, begin, ending, body, args)
                     break
                 except RETRYABLE:
                     if attempt >= MAX_ATTEMPTS:
@@ -70,16 +80,26 @@ class Transactions:
         finally:
             coordinator_latency_seconds.labels(method=method).observe(time.perf_counter() - started)
 
+    def _ending(self, method: str) -> tuple[sql.Composable, ...]:
+        ending = self._endings.get(method)
+        if ending is None:
+            ending = self._endings[method] = (notify(self._schema, method), COMMIT)
+        return ending
 
-async def _once(conn: Conn, method: str, write: bool, body: Body[T], args: tuple[Any, ...]) -> T:
-    await conn.execute(BEGIN_WRITE if write else BEGIN_READ)
+
+async def _once(
+    conn: Conn,
+    begin: sql.Composable,
+    ending: Sequence[sql.Composable],
+    body: Body[T],
+    args: tuple[Any, ...],
+) -> T:
     try:
-        result = await body(conn, *args)
-        if write:
-            # No parameters, so this goes as one simple-protocol script: one round trip.
-            await conn.execute(f"NOTIFY {CHANNEL}, '{method}'; COMMIT".encode())
-        else:
-            await conn.execute("COMMIT")
+        async with conn.pipeline():
+            await conn.execute(begin)
+            result = await body(conn, *args)
+            for statement in ending:
+                await conn.execute(statement)
     except BaseException:
         await _rollback(conn)
         raise
