@@ -43,4 +43,12 @@ LAKELOG_TEST_POSTGRES_URL=$(bash scripts/postgres.sh start "$pgdir" "$pg_port")
 export LAKELOG_TEST_POSTGRES_URL
 
 $BIN/ruff check src tests bench
-$BIN/python -m pytest -q -p no:cacheprovider "$@"
+if [ $# -gt 0 ]; then
+  $BIN/python -m pytest -q -p no:cacheprovider "$@"
+  exit 0
+fi
+# Everything on the embedded defaults (SQLite + local files; the contract suite runs on both
+# coordinators), then the end-to-end suites again on the scale-out parts: PostgreSQL + S3.
+$BIN/python -m pytest -q -p no:cacheprovider
+echo "== end-to-end suites again on PostgreSQL + S3 (moto) =="
+LAKELOG_TEST_BACKEND=scaleout $BIN/python -m pytest -q -p no:cacheprovider tests/e2e tests/chaos

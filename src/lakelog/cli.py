@@ -63,7 +63,8 @@ def serve(
     broker_id: Annotated[int | None, typer.Option(help="This broker's id.")] = None,
     rack: Annotated[str | None, typer.Option(help="Availability zone of this broker.")] = None,
     storage_url: Annotated[str | None, typer.Option(help="file://, memory:// or s3://")] = None,
-    coordinator_url: Annotated[str | None, typer.Option(help="sqlite:///path")] = None,
+    coordinator_url: Annotated[str | None, typer.Option(
+        help="sqlite:///path or postgresql://user@host:port/db")] = None,
     metrics_listen: Annotated[str | None, typer.Option(help="HOST:PORT for /metrics.")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
     brokers: Annotated[int, typer.Option(

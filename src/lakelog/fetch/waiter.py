@@ -1,5 +1,6 @@
 """Wake waiting fetches when new data is committed: at once for this broker's commits,
-and by polling the coordinator's change token for other brokers' commits."""
+and for other brokers' commits through the coordinator (pushed by PostgreSQL's
+LISTEN/NOTIFY, polled as SQLite's data_version)."""
 
 from __future__ import annotations
 
@@ -43,16 +44,24 @@ class CommitWaiter:
             self._waiters -= 1
 
     async def _poll(self) -> None:
+        # PostgreSQL pushes other brokers' commits (LISTEN/NOTIFY): wait on that directly;
+        # SQLite offers only a token to poll.
+        push = getattr(self._coordinator, "wait_for_change", None)
         while self._waiters > 0:
             try:
-                token = await self._coordinator.change_token()
+                if push is not None and self._token is not None:
+                    token = await push(self._token, 1.0)
+                else:
+                    token = await self._coordinator.change_token()
             except Exception:
                 log.exception("change token poll failed")
                 token = None
+                await asyncio.sleep(self._poll_s)
             if token is not None and self._token is not None and token != self._token:
                 self.notify()
             self._token = token
-            await asyncio.sleep(self._poll_s)
+            if push is None:
+                await asyncio.sleep(self._poll_s)
         self._token = None
 
     async def close(self) -> None:
