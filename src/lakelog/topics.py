@@ -9,6 +9,8 @@ from uuid import UUID
 
 from lakelog.coordinator.interface import BatchCoordinator, TopicInfo
 
+MISS_RELOAD_S = 0.2
+
 
 class TopicCache:
     def __init__(self, coordinator: BatchCoordinator, ttl_s: float = 2.0) -> None:
@@ -33,13 +35,18 @@ class TopicCache:
         await self._refresh()
         return list(self._by_name.values())
 
+    async def _refresh_on_miss(self) -> None:
+        """A topic created by another broker a moment ago: look again, but at most a few
+        times a second, so requests for a missing topic cannot hammer the database."""
+        if time.monotonic() - self._loaded_at >= MISS_RELOAD_S:
+            self.invalidate()
+            await self._refresh()
+
     async def get(self, name: str) -> TopicInfo | None:
         await self._refresh()
         topic = self._by_name.get(name)
-        if topic is None and self._loaded_at:
-            # A topic created by another broker a moment ago: look once more, fresh.
-            self.invalidate()
-            await self._refresh()
+        if topic is None:
+            await self._refresh_on_miss()
             topic = self._by_name.get(name)
         return topic
 
@@ -47,8 +54,7 @@ class TopicCache:
         await self._refresh()
         topic = self._by_id.get(topic_id)
         if topic is None:
-            self.invalidate()
-            await self._refresh()
+            await self._refresh_on_miss()
             topic = self._by_id.get(topic_id)
         return topic
 
