@@ -13,46 +13,25 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from psycopg import AsyncCursor
 
-from lakelog.coordinator import idempotence
+from lakelog.coordinator.commit_plan import CommitPlan, ProducerKey, plan_batch, well_formed
 from lakelog.coordinator.idempotence import ProducerBatch
 from lakelog.coordinator.interface import (
-    NO_TIMESTAMP,
     CommitBatch,
     CommitBatchResult,
-    TimestampType,
 )
 from lakelog.coordinator.postgres.rows import (
     Conn,
     PartitionRow,
-    batch_timestamp,
     now_ms,
     partitions_of,
     query_partitions,
 )
 from lakelog.errors import ErrorCode
-
-_ProducerKey = tuple[int, int, int]
-"""(topic row id, partition, producer id)."""
-
-
-@dataclass(slots=True)
-class _Commit:
-    """What one commit_file call changes, kept in memory and written at the end."""
-
-    now: int
-    partitions: dict[tuple[UUID, int], PartitionRow]
-    histories: dict[_ProducerKey, list[ProducerBatch]]
-    touched: dict[tuple[int, int], PartitionRow] = field(default_factory=dict)
-    added_bytes: dict[tuple[int, int], int] = field(default_factory=dict)
-    changed_producers: set[_ProducerKey] = field(default_factory=set)
-    rows: list[tuple[int, ...]] = field(default_factory=list)
-    live_bytes: int = 0
 
 
 async def commit_file(
@@ -66,7 +45,7 @@ async def commit_file(
     # Every read is sent before any answer is awaited: in pipeline mode they share one
     # round trip. They run in this order, so the histories are read under the partition
     # locks. (A known key or a fenced broker makes the locks needless; both are rare.)
-    usable = [b for b in batches if _well_formed(b, file_size)]
+    usable = [b for b in batches if well_formed(b, file_size)]
     claimed = await _claim_key(conn, object_key, uploader_broker_id, broker_epoch, file_size)
     epoch = await _current_epoch(conn, uploader_broker_id) if broker_epoch >= 0 else None
     locked = await query_partitions(conn, ((b.topic_id, b.partition) for b in usable), True)
@@ -80,13 +59,14 @@ async def commit_file(
     fenced = epoch_row is not None and epoch_row[0] > broker_epoch
     partitions = await partitions_of(locked)
     # Taken under the partition locks, so LogAppendTime follows the commit order.
-    commit = _Commit(
-        now=now_ms(), partitions=partitions, histories=await _histories(histories, partitions)
+    commit = CommitPlan(
+        now=now_ms(), partitions=dict(partitions),
+        histories=await _histories(histories, partitions),
     )
     results = [
         CommitBatchResult(ErrorCode.stale_broker_epoch)
         if fenced
-        else _commit_batch(commit, batch, file_size)
+        else plan_batch(commit, batch, file_size)
         for batch in batches
     ]
     await _write(conn, commit, int(file_row[0]))
@@ -110,15 +90,6 @@ async def _claim_key(
 async def _current_epoch(conn: Conn, broker_id: int) -> AsyncCursor[Any]:
     return await conn.execute(
         "SELECT broker_epoch FROM brokers WHERE broker_id = %s FOR KEY SHARE", (broker_id,)
-    )
-
-
-def _well_formed(batch: CommitBatch, file_size: int) -> bool:
-    return not (
-        batch.record_count < 1
-        or batch.byte_size < 1
-        or batch.byte_offset < 0
-        or batch.byte_offset + batch.byte_size > file_size
     )
 
 
@@ -146,7 +117,7 @@ async def _query_histories(conn: Conn, batches: Sequence[CommitBatch]) -> AsyncC
 
 async def _histories(
     cursor: AsyncCursor[Any] | None, partitions: dict[tuple[UUID, int], PartitionRow]
-) -> dict[_ProducerKey, list[ProducerBatch]]:
+) -> dict[ProducerKey, list[ProducerBatch]]:
     """The histories by (topic row id, partition, producer id); every producer of a
     locked partition gets one, empty when the partition has not seen it."""
     found: defaultdict[tuple[UUID, int, int], list[ProducerBatch]] = defaultdict(list)
@@ -163,76 +134,6 @@ async def _histories(
     )
 
 
-def _commit_batch(commit: _Commit, batch: CommitBatch, file_size: int) -> CommitBatchResult:
-    if not _well_formed(batch, file_size):
-        return CommitBatchResult(ErrorCode.corrupt_message)
-    part = commit.partitions.get((batch.topic_id, batch.partition))
-    if part is None:
-        return CommitBatchResult(ErrorCode.unknown_topic_or_partition)
-    producer_key = (part.topic_id, part.partition, batch.producer_id)
-    history: list[ProducerBatch] = []
-    if batch.producer_id >= 0:
-        history = commit.histories[producer_key]
-        verdict = idempotence.check(history, batch)
-        if verdict.error != ErrorCode.none:
-            return CommitBatchResult(verdict.error)
-        if verdict.duplicate_of is not None:
-            return CommitBatchResult(
-                ErrorCode.none,
-                base_offset=verdict.duplicate_of.base_offset,
-                log_start_offset=part.log_start_offset,
-                is_duplicate=True,
-            )
-
-    base_offset = part.high_watermark
-    last_offset = base_offset + batch.record_count - 1
-    part.high_watermark = last_offset + 1
-    log_append_time = (
-        commit.now if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else NO_TIMESTAMP
-    )
-    timestamp = batch_timestamp(batch.timestamp_type, batch.max_timestamp, log_append_time)
-    part.max_timestamp = max(part.max_timestamp, timestamp)
-    key = (part.topic_id, part.partition)
-    commit.touched[key] = part
-    commit.added_bytes[key] = commit.added_bytes.get(key, 0) + batch.byte_size
-    commit.live_bytes += batch.byte_size
-    commit.rows.append(
-        (
-            part.topic_id,
-            part.partition,
-            base_offset,
-            last_offset,
-            batch.byte_offset,
-            batch.byte_size,
-            batch.base_timestamp,
-            batch.max_timestamp,
-            int(batch.timestamp_type),
-            log_append_time,
-            part.max_timestamp,
-            batch.producer_id,
-            batch.producer_epoch,
-            batch.base_sequence,
-            int(batch.is_transactional),
-        )
-    )
-    if batch.producer_id >= 0:
-        entry = ProducerBatch(
-            producer_epoch=batch.producer_epoch,
-            base_sequence=batch.base_sequence,
-            last_sequence=batch.last_sequence,
-            base_offset=base_offset,
-            last_offset=last_offset,
-        )
-        commit.histories[producer_key] = idempotence.remember(history, entry)
-        commit.changed_producers.add(producer_key)
-    return CommitBatchResult(
-        ErrorCode.none,
-        base_offset=base_offset,
-        log_append_time=log_append_time,
-        log_start_offset=part.log_start_offset,
-    )
-
-
 _INSERT_BATCHES = (
     "INSERT INTO batches (topic_id, partition, base_offset, last_offset, byte_offset,"
     " byte_size, base_timestamp, max_timestamp, timestamp_type, log_append_time,"
@@ -245,7 +146,7 @@ _INSERT_BATCHES = (
 )
 
 
-async def _write(conn: Conn, commit: _Commit, file_id: int) -> None:
+async def _write(conn: Conn, commit: CommitPlan, file_id: int) -> None:
     state, marked_at = ("committed", None) if commit.rows else ("deleting", commit.now)
     touched = sorted(commit.touched.items())
     async with conn.pipeline():
@@ -276,7 +177,7 @@ async def _write(conn: Conn, commit: _Commit, file_id: int) -> None:
             await _write_producers(conn, commit)
 
 
-async def _write_producers(conn: Conn, commit: _Commit) -> None:
+async def _write_producers(conn: Conn, commit: CommitPlan) -> None:
     keys = sorted(commit.changed_producers)
     await conn.execute(
         "DELETE FROM producer_state s"
