@@ -55,10 +55,13 @@ CLIENT_VERSIONS = {
     OFFSET_COMMIT: (2, 9),
     DELETE_GROUPS: (0, 2),
 }
-COORDINATOR_RETRIABLE = frozenset({
-    ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
-    ErrorCode.coordinator_load_in_progress,
-})
+COORDINATOR_RETRIABLE = frozenset(
+    {
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+    }
+)
 """Errors after which the coordinator is looked up again: it moved or is still loading."""
 COORDINATOR_ATTEMPTS = 10
 RETRY_BACKOFF_S = 0.2
@@ -182,8 +185,9 @@ def decode_assignment(data: bytes | None) -> dict[str, tuple[int, ...]]:
     version = int.from_bytes(data[:2], "big", signed=True)
     if version < 0:
         raise ValueError(f"bad assignment version {version}")
-    schema = load_entity_schema("consumer_protocol_assignment",
-                                min(version, ASSIGNMENT_MAX_VERSION), EntityType.data)
+    schema = load_entity_schema(
+        "consumer_protocol_assignment", min(version, ASSIGNMENT_MAX_VERSION), EntityType.data
+    )
     try:
         assignment, _ = entity_reader(schema)(bytes(data), 2)
     except DecodeError as exc:
@@ -202,8 +206,9 @@ def _module(api_key: int, version: int, kind: EntityType) -> ModuleType:
     return load_payload_module(api_key, version, kind)
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str,
-                   request: Any) -> bytes:
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str, request: Any
+) -> bytes:
     """A whole request frame: size, header v1 (or v2 for flexible versions), body."""
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
@@ -222,8 +227,13 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
 class AdminClient:
     """Connect with `await AdminClient.connect("host:port")`; close with `await close()`."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 client_id: str, timeout: float) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        client_id: str,
+        timeout: float,
+    ) -> None:
         self._reader = reader
         self._writer = writer
         self._client_id = client_id
@@ -234,8 +244,9 @@ class AdminClient:
         self._peers: dict[str, AdminClient] = {}
 
     @classmethod
-    async def connect(cls, bootstrap: str, client_id: str = "lakelog-admin",
-                      timeout: float = 30.0) -> AdminClient:
+    async def connect(
+        cls, bootstrap: str, client_id: str = "lakelog-admin", timeout: float = 30.0
+    ) -> AdminClient:
         address = bootstrap.split(",")[0].strip()
         host, port = split_host_port(address)
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
@@ -275,15 +286,18 @@ class AdminClient:
 
     # ---------------------------------------------------------------- transport
 
-    async def _roundtrip(self, api_key: int, version: int, request: Any,
-                         response_version: int | None = None) -> Any:
+    async def _roundtrip(
+        self, api_key: int, version: int, request: Any, response_version: int | None = None
+    ) -> Any:
         self._correlation_id += 1
         correlation_id = self._correlation_id
-        self._writer.write(encode_request(api_key, version, correlation_id, self._client_id,
-                                          request))
+        self._writer.write(
+            encode_request(api_key, version, correlation_id, self._client_id, request)
+        )
         await self._writer.drain()
-        size = int.from_bytes(await asyncio.wait_for(self._reader.readexactly(4),
-                                                     self._timeout), "big")
+        size = int.from_bytes(
+            await asyncio.wait_for(self._reader.readexactly(4), self._timeout), "big"
+        )
         data = await asyncio.wait_for(self._reader.readexactly(size), self._timeout)
         if int.from_bytes(data[:4], "big", signed=True) != correlation_id:
             raise ConnectionError("response correlation id does not match the request")
@@ -297,11 +311,11 @@ class AdminClient:
 
     async def _negotiate(self) -> None:
         m = _module(API_VERSIONS, API_VERSIONS_REQUEST_VERSION, EntityType.request)
-        request = m.ApiVersionsRequest(client_software_name="lakelog-admin",
-                                       client_software_version="1")
+        request = m.ApiVersionsRequest(
+            client_software_name="lakelog-admin", client_software_version="1"
+        )
         try:
-            response = await self._roundtrip(API_VERSIONS, API_VERSIONS_REQUEST_VERSION,
-                                             request)
+            response = await self._roundtrip(API_VERSIONS, API_VERSIONS_REQUEST_VERSION, request)
         except Exception:  # an old broker's v0 answer does not parse as v3
             response = None
         if response is None or response.error_code != ErrorCode.none:
@@ -310,8 +324,9 @@ class AdminClient:
             response = await self._roundtrip(API_VERSIONS, 0, request)
         if response.error_code != ErrorCode.none:
             raise KafkaError(response.error_code, "ApiVersions failed")
-        self._versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
-                          for k in response.api_keys}
+        self._versions = {
+            int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
+        }
 
     def version_for(self, api_key: int) -> int:
         """The highest version both this client and the broker support."""
@@ -321,12 +336,12 @@ class AdminClient:
             raise KafkaError(ErrorCode.unsupported_version, f"broker lacks API {api_key}")
         low, high = max(ours[0], theirs[0]), min(ours[1], theirs[1])
         if low > high:
-            raise KafkaError(ErrorCode.unsupported_version,
-                             f"no common version for API {api_key}")
+            raise KafkaError(ErrorCode.unsupported_version, f"no common version for API {api_key}")
         return high
 
-    async def _call(self, api_key: int,
-                    build_request: Callable[[ModuleType, int], Any]) -> tuple[Any, int]:
+    async def _call(
+        self, api_key: int, build_request: Callable[[ModuleType, int], Any]
+    ) -> tuple[Any, int]:
         version = self.version_for(api_key)
         m = _module(api_key, version, EntityType.request)
         return await self._roundtrip(api_key, version, build_request(m, version)), version
@@ -334,18 +349,29 @@ class AdminClient:
     # ---------------------------------------------------------------- operations
 
     async def create_topic(
-        self, name: str, partitions: int = -1, replication_factor: int = -1,
-        configs: Mapping[str, str] | None = None, validate_only: bool = False,
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
     ) -> CreatedTopic:
         def make(m: ModuleType, _version: int) -> Any:
             topic = m.CreatableTopic(
-                name=name, num_partitions=partitions, replication_factor=replication_factor,
+                name=name,
+                num_partitions=partitions,
+                replication_factor=replication_factor,
                 assignments=(),
-                configs=tuple(m.CreatableTopicConfig(name=k, value=v)
-                              for k, v in (configs or {}).items()),
+                configs=tuple(
+                    m.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()
+                ),
             )
-            return build(m.CreateTopicsRequest, topics=(topic,), timeout=_ms(30_000),
-                         validate_only=validate_only)
+            return build(
+                m.CreateTopicsRequest,
+                topics=(topic,),
+                timeout=_ms(30_000),
+                validate_only=validate_only,
+            )
 
         response, _ = await self._call(CREATE_TOPICS, make)
         [result] = response.topics
@@ -375,8 +401,9 @@ class AdminClient:
     async def create_partitions(self, name: str, total: int) -> None:
         def make(m: ModuleType, _version: int) -> Any:
             topic = m.CreatePartitionsTopic(name=name, count=total, assignments=None)
-            return m.CreatePartitionsRequest(topics=(topic,), timeout=_ms(30_000),
-                                             validate_only=False)
+            return m.CreatePartitionsRequest(
+                topics=(topic,), timeout=_ms(30_000), validate_only=False
+            )
 
         response, _ = await self._call(CREATE_PARTITIONS, make)
         [result] = response.results
@@ -389,11 +416,14 @@ class AdminClient:
         def make(m: ModuleType, version: int) -> Any:
             topics = None
             if names is not None:
-                topics = tuple(build(m.MetadataRequestTopic, name=n, topic_id=None)
-                               for n in names)
-            return build(m.MetadataRequest, topics=topics, allow_auto_topic_creation=False,
-                         include_cluster_authorized_operations=False,
-                         include_topic_authorized_operations=False)
+                topics = tuple(build(m.MetadataRequestTopic, name=n, topic_id=None) for n in names)
+            return build(
+                m.MetadataRequest,
+                topics=topics,
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            )
 
         response, _ = await self._call(METADATA, make)
         return response
@@ -401,8 +431,13 @@ class AdminClient:
     async def brokers(self) -> list[Node]:
         """The cluster's brokers, by node id."""
         response = await self._metadata(())
-        return sorted((Node(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
-                       for b in response.brokers), key=lambda n: n.node_id)
+        return sorted(
+            (
+                Node(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
+                for b in response.brokers
+            ),
+            key=lambda n: n.node_id,
+        )
 
     async def controller_id(self) -> int:
         return int(getattr(await self._metadata(()), "controller_id", -1))
@@ -415,20 +450,29 @@ class AdminClient:
         for topic in response.topics:
             if topic.error_code != ErrorCode.none:
                 raise KafkaError(topic.error_code, f"topic {topic.name}")
-            partitions = tuple(sorted(
-                (PartitionDescription(int(p.partition_index), int(p.leader_id),
-                                      tuple(int(r) for r in p.replica_nodes),
-                                      tuple(int(r) for r in p.isr_nodes))
-                 for p in topic.partitions),
-                key=lambda p: p.partition,
-            ))
+            partitions = tuple(
+                sorted(
+                    (
+                        PartitionDescription(
+                            int(p.partition_index),
+                            int(p.leader_id),
+                            tuple(int(r) for r in p.replica_nodes),
+                            tuple(int(r) for r in p.isr_nodes),
+                        )
+                        for p in topic.partitions
+                    ),
+                    key=lambda p: p.partition,
+                )
+            )
             topic_id = getattr(topic, "topic_id", None)
-            described.append(TopicDescription(
-                name=topic.name,
-                topic_id=topic_id if topic_id is not None and topic_id.int else None,
-                partitions=partitions,
-                is_internal=bool(topic.is_internal),
-            ))
+            described.append(
+                TopicDescription(
+                    name=topic.name,
+                    topic_id=topic_id if topic_id is not None and topic_id.int else None,
+                    partitions=partitions,
+                    is_internal=bool(topic.is_internal),
+                )
+            )
         return sorted(described, key=lambda t: t.name)
 
     async def list_topics(self) -> list[str]:
@@ -444,22 +488,30 @@ class AdminClient:
 
     async def _describe_configs(self, resource_type: int, name: str) -> list[ConfigValue]:
         def make(m: ModuleType, _version: int) -> Any:
-            resource = m.DescribeConfigsResource(resource_type=resource_type,
-                                                 resource_name=name, configuration_keys=None)
-            return build(m.DescribeConfigsRequest, resources=(resource,),
-                         include_synonyms=False, include_documentation=False)
+            resource = m.DescribeConfigsResource(
+                resource_type=resource_type, resource_name=name, configuration_keys=None
+            )
+            return build(
+                m.DescribeConfigsRequest,
+                resources=(resource,),
+                include_synonyms=False,
+                include_documentation=False,
+            )
 
         response, _ = await self._call(DESCRIBE_CONFIGS, make)
         [result] = response.results
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
-        return [ConfigValue(c.name, c.value, int(c.config_source), bool(c.read_only))
-                for c in result.configs]
+        return [
+            ConfigValue(c.name, c.value, int(c.config_source), bool(c.read_only))
+            for c in result.configs
+        ]
 
     # ---------------------------------------------------------------- log offsets
 
     async def list_offsets(
-        self, timestamps: Mapping[TopicPartition, int],
+        self,
+        timestamps: Mapping[TopicPartition, int],
     ) -> dict[TopicPartition, ListedOffset]:
         """ListOffsets per partition (EARLIEST, LATEST or a timestamp in ms), sent to each
         partition's leader. A partition that does not exist answers with its error code
@@ -467,11 +519,15 @@ class AdminClient:
         if not timestamps:
             return {}
         response = await self._metadata(sorted({topic for topic, _ in timestamps}))
-        nodes = {int(b.node_id): Node(int(b.node_id), b.host, int(b.port))
-                 for b in response.brokers}
-        leaders = {(t.name, int(p.partition_index)): int(p.leader_id)
-                   for t in response.topics if t.error_code == ErrorCode.none
-                   for p in t.partitions}
+        nodes = {
+            int(b.node_id): Node(int(b.node_id), b.host, int(b.port)) for b in response.brokers
+        }
+        leaders = {
+            (t.name, int(p.partition_index)): int(p.leader_id)
+            for t in response.topics
+            if t.error_code == ErrorCode.none
+            for p in t.partitions
+        }
         out: dict[TopicPartition, ListedOffset] = {}
         by_node: dict[Node | None, dict[TopicPartition, int]] = {}
         for tp, timestamp in timestamps.items():
@@ -485,7 +541,8 @@ class AdminClient:
         return out
 
     async def _list_offsets_here(
-        self, asks: Mapping[TopicPartition, int],
+        self,
+        asks: Mapping[TopicPartition, int],
     ) -> dict[TopicPartition, ListedOffset]:
         by_topic: dict[str, list[tuple[int, int]]] = {}
         for (topic, partition), timestamp in sorted(asks.items()):
@@ -493,19 +550,36 @@ class AdminClient:
 
         def make(m: ModuleType, _version: int) -> Any:
             topics = tuple(
-                m.ListOffsetsTopic(name=topic, partitions=tuple(
-                    build(m.ListOffsetsPartition, partition_index=p, current_leader_epoch=-1,
-                          timestamp=ts)
-                    for p, ts in parts))
+                m.ListOffsetsTopic(
+                    name=topic,
+                    partitions=tuple(
+                        build(
+                            m.ListOffsetsPartition,
+                            partition_index=p,
+                            current_leader_epoch=-1,
+                            timestamp=ts,
+                        )
+                        for p, ts in parts
+                    ),
+                )
                 for topic, parts in by_topic.items()
             )
-            return build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, topics=topics,
-                         timeout=_ms(int(self._timeout * 1000)))
+            return build(
+                m.ListOffsetsRequest,
+                replica_id=-1,
+                isolation_level=0,
+                topics=topics,
+                timeout=_ms(int(self._timeout * 1000)),
+            )
 
         response, _ = await self._call(LIST_OFFSETS, make)
-        return {(t.name, int(p.partition_index)):
-                ListedOffset(int(p.offset), int(p.timestamp), p.error_code)
-                for t in response.topics for p in t.partitions}
+        return {
+            (t.name, int(p.partition_index)): ListedOffset(
+                int(p.offset), int(p.timestamp), p.error_code
+            )
+            for t in response.topics
+            for p in t.partitions
+        }
 
     # ---------------------------------------------------------------- groups
 
@@ -514,8 +588,9 @@ class AdminClient:
 
         def make(m: ModuleType, version: int) -> Any:
             if version >= 4:
-                return m.FindCoordinatorRequest(key_type=GROUP_KEY_TYPE,
-                                                coordinator_keys=(group_id,))
+                return m.FindCoordinatorRequest(
+                    key_type=GROUP_KEY_TYPE, coordinator_keys=(group_id,)
+                )
             return build(m.FindCoordinatorRequest, key=group_id, key_type=GROUP_KEY_TYPE)
 
         response, version = await self._call(FIND_COORDINATOR, make)
@@ -524,12 +599,14 @@ class AdminClient:
                 raise KafkaError(ErrorCode.coordinator_not_available, f"group {group_id}")
             response = response.coordinators[0]
         if response.error_code != ErrorCode.none:
-            raise KafkaError(response.error_code,
-                             getattr(response, "error_message", None) or f"group {group_id}")
+            raise KafkaError(
+                response.error_code, getattr(response, "error_message", None) or f"group {group_id}"
+            )
         return Node(int(response.node_id), response.host, int(response.port))
 
-    async def _on_coordinator(self, group_id: str,
-                              op: Callable[[AdminClient, Node], Awaitable[T]]) -> T:
+    async def _on_coordinator(
+        self, group_id: str, op: Callable[[AdminClient, Node], Awaitable[T]]
+    ) -> T:
         """Run `op` on the group's coordinator; look it up again while it moves or loads."""
         for attempt in range(1, COORDINATOR_ATTEMPTS + 1):
             try:
@@ -576,8 +653,10 @@ class AdminClient:
         response, version = await self._call(LIST_GROUPS, make)
         if response.error_code != ErrorCode.none:
             raise KafkaError(response.error_code, "ListGroups")
-        groups = [ListedGroup(g.group_id, g.protocol_type, getattr(g, "group_state", ""))
-                  for g in response.groups]
+        groups = [
+            ListedGroup(g.group_id, g.protocol_type, getattr(g, "group_state", ""))
+            for g in response.groups
+        ]
         return groups, version >= 4
 
     async def describe_group(self, group_id: str) -> GroupDescription:
@@ -585,28 +664,42 @@ class AdminClient:
 
         async def op(client: AdminClient, node: Node) -> GroupDescription:
             def make(m: ModuleType, _version: int) -> Any:
-                return build(m.DescribeGroupsRequest, groups=(group_id,),
-                             include_authorized_operations=False)
+                return build(
+                    m.DescribeGroupsRequest, groups=(group_id,), include_authorized_operations=False
+                )
 
             response, _ = await client._call(DESCRIBE_GROUPS, make)
             [group] = response.groups
             if group.error_code != ErrorCode.none:
-                raise KafkaError(group.error_code,
-                                 getattr(group, "error_message", None) or f"group {group_id}")
+                raise KafkaError(
+                    group.error_code, getattr(group, "error_message", None) or f"group {group_id}"
+                )
             consumer = group.protocol_type == "consumer"
             members = tuple(
-                GroupMember(m.member_id, getattr(m, "group_instance_id", None), m.client_id,
-                            m.client_host,
-                            _safe_assignment(m.member_assignment) if consumer else {})
+                GroupMember(
+                    m.member_id,
+                    getattr(m, "group_instance_id", None),
+                    m.client_id,
+                    m.client_host,
+                    _safe_assignment(m.member_assignment) if consumer else {},
+                )
                 for m in group.members
             )
-            return GroupDescription(group.group_id, group.group_state, group.protocol_type,
-                                    group.protocol_data, members, node)
+            return GroupDescription(
+                group.group_id,
+                group.group_state,
+                group.protocol_type,
+                group.protocol_data,
+                members,
+                node,
+            )
 
         return await self._on_coordinator(group_id, op)
 
     async def committed_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None = None,
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
     ) -> dict[TopicPartition, int]:
         """The group's committed offsets (OffsetFetch), for every partition it committed when
         `partitions` is None; partitions without a commit are left out."""
@@ -614,16 +707,33 @@ class AdminClient:
 
         def make(m: ModuleType, version: int) -> Any:
             if version >= 8:
-                topics = None if asked is None else tuple(
-                    m.OffsetFetchRequestTopics(name=t, partition_indexes=ps)
-                    for t, ps in asked.items())
-                group = build(m.OffsetFetchRequestGroup, group_id=group_id, member_id=None,
-                              member_epoch=-1, topics=topics)
+                topics = (
+                    None
+                    if asked is None
+                    else tuple(
+                        m.OffsetFetchRequestTopics(name=t, partition_indexes=ps)
+                        for t, ps in asked.items()
+                    )
+                )
+                group = build(
+                    m.OffsetFetchRequestGroup,
+                    group_id=group_id,
+                    member_id=None,
+                    member_epoch=-1,
+                    topics=topics,
+                )
                 return build(m.OffsetFetchRequest, groups=(group,), require_stable=False)
-            topics = None if asked is None else tuple(
-                m.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in asked.items())
-            return build(m.OffsetFetchRequest, group_id=group_id, topics=topics,
-                         require_stable=False)
+            topics = (
+                None
+                if asked is None
+                else tuple(
+                    m.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                    for t, ps in asked.items()
+                )
+            )
+            return build(
+                m.OffsetFetchRequest, group_id=group_id, topics=topics, require_stable=False
+            )
 
         async def op(client: AdminClient, _node: Node) -> dict[TopicPartition, int]:
             response, version = await client._call(OFFSET_FETCH, make)
@@ -641,8 +751,11 @@ class AdminClient:
 
         return await self._on_coordinator(group_id, op)
 
-    async def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int],
-                             ) -> dict[TopicPartition, ErrorCode]:
+    async def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+    ) -> dict[TopicPartition, ErrorCode]:
         """OffsetCommit in the standalone form admin tools use (generation -1, no member
         id): coordinators accept it only while the group has no active member. Returns each
         partition's error code."""
@@ -652,20 +765,37 @@ class AdminClient:
 
         def make(m: ModuleType, _version: int) -> Any:
             topics = tuple(
-                m.OffsetCommitRequestTopic(name=topic, partitions=tuple(
-                    build(m.OffsetCommitRequestPartition, partition_index=p, committed_offset=o,
-                          committed_leader_epoch=-1, committed_metadata="")
-                    for p, o in parts))
+                m.OffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=tuple(
+                        build(
+                            m.OffsetCommitRequestPartition,
+                            partition_index=p,
+                            committed_offset=o,
+                            committed_leader_epoch=-1,
+                            committed_metadata="",
+                        )
+                        for p, o in parts
+                    ),
+                )
                 for topic, parts in by_topic.items()
             )
-            return build(m.OffsetCommitRequest, group_id=group_id,
-                         generation_id_or_member_epoch=-1, member_id="",
-                         group_instance_id=None, topics=topics)
+            return build(
+                m.OffsetCommitRequest,
+                group_id=group_id,
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=topics,
+            )
 
         async def op(client: AdminClient, _node: Node) -> dict[TopicPartition, ErrorCode]:
             response, _ = await client._call(OFFSET_COMMIT, make)
-            errors = {(t.name, int(p.partition_index)): p.error_code
-                      for t in response.topics for p in t.partitions}
+            errors = {
+                (t.name, int(p.partition_index)): p.error_code
+                for t in response.topics
+                for p in t.partitions
+            }
             moved = next((e for e in errors.values() if e in COORDINATOR_RETRIABLE), None)
             if moved is not None:
                 raise KafkaError(moved, f"group {group_id}")
@@ -691,7 +821,8 @@ class AdminClient:
         for group_id in group_ids:
             try:
                 out[group_id] = await self._on_coordinator(
-                    group_id, lambda client, node, g=group_id: op(client, node, g))
+                    group_id, lambda client, node, g=group_id: op(client, node, g)
+                )
             except KafkaError as exc:
                 out[group_id] = exc.error
         return out

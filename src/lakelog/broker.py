@@ -85,8 +85,14 @@ class Broker:
         return brokers
 
     def self_info(self) -> BrokerInfo:
-        return BrokerInfo(self.broker_id, self.broker_epoch, self.settings.rack, self.host,
-                          self.port, int(time.time() * 1000))
+        return BrokerInfo(
+            self.broker_id,
+            self.broker_epoch,
+            self.settings.rack,
+            self.host,
+            self.port,
+            int(time.time() * 1000),
+        )
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> tuple[str, int]:
@@ -105,8 +111,15 @@ class Broker:
             loop.create_task(FileCleaner(self).run(), name="cleaner"),
         ]
         self.groups.start()
-        log.info("broker %d (epoch %d) listening on %s:%d, advertised %s:%d",
-                 self.broker_id, self.broker_epoch, host, port, self.host, self.port)
+        log.info(
+            "broker %d (epoch %d) listening on %s:%d, advertised %s:%d",
+            self.broker_id,
+            self.broker_epoch,
+            host,
+            port,
+            self.host,
+            self.port,
+        )
         return host, port
 
     async def _heartbeat_loop(self) -> None:
@@ -128,11 +141,15 @@ class Broker:
         for other in await self.coordinator.list_brokers(0):
             if other.broker_id == self.broker_id or other.last_heartbeat >= silent_since:
                 continue
-            if await self.coordinator.fence_broker(other.broker_id, other.broker_epoch,
-                                                   silent_since):
-                log.warning("fenced broker %d (epoch %d): no heartbeat for %d ms",
-                            other.broker_id, other.broker_epoch,
-                            self.settings.broker_session_timeout_ms)
+            if await self.coordinator.fence_broker(
+                other.broker_id, other.broker_epoch, silent_since
+            ):
+                log.warning(
+                    "fenced broker %d (epoch %d): no heartbeat for %d ms",
+                    other.broker_id,
+                    other.broker_epoch,
+                    self.settings.broker_session_timeout_ms,
+                )
 
     async def reregister(self, why: str) -> None:
         """This broker was fenced: take a new epoch before committing anything again."""
@@ -147,7 +164,8 @@ class Broker:
     def _on_fenced(self) -> None:
         if not self._registering.locked():
             task = asyncio.get_running_loop().create_task(
-                self.reregister("a commit was refused with STALE_BROKER_EPOCH"))
+                self.reregister("a commit was refused with STALE_BROKER_EPOCH")
+            )
             self._background.append(task)
 
     async def stop(self, drain_timeout: float = 30.0) -> None:

@@ -17,15 +17,22 @@ from lakelog.cli_groups import groups_app
 from lakelog.cli_topics import topics_app
 from lakelog.config import Settings
 
-app = typer.Typer(help="Lakelog: a diskless, Kafka-compatible streaming log.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Lakelog: a diskless, Kafka-compatible streaming log.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 app.add_typer(topics_app, name="topics", help="Create, list, describe and delete topics.")
-app.add_typer(groups_app, name="groups",
-              help="List, describe and delete consumer groups; reset their offsets.")
+app.add_typer(
+    groups_app,
+    name="groups",
+    help="List, describe and delete consumer groups; reset their offsets.",
+)
 app.add_typer(cluster_app, name="cluster", help="Inspect the brokers of the cluster.")
-app.add_typer(cost_app, name="cost",
-              help="Project the monthly cost of the cluster from its /metrics.")
+app.add_typer(
+    cost_app, name="cost", help="Project the monthly cost of the cluster from its /metrics."
+)
 
 
 def _configure_logging(level: str) -> None:
@@ -63,26 +70,39 @@ def serve(
     broker_id: Annotated[int | None, typer.Option(help="This broker's id.")] = None,
     rack: Annotated[str | None, typer.Option(help="Availability zone of this broker.")] = None,
     storage_url: Annotated[str | None, typer.Option(help="file://, memory:// or s3://")] = None,
-    coordinator_url: Annotated[str | None, typer.Option(
-        help="sqlite:///path or postgresql://user@host:port/db")] = None,
+    coordinator_url: Annotated[
+        str | None, typer.Option(help="sqlite:///path or postgresql://user@host:port/db")
+    ] = None,
     metrics_listen: Annotated[str | None, typer.Option(help="HOST:PORT for /metrics.")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
-    brokers: Annotated[int, typer.Option(
-        help="Start N broker processes (ids and ports counted up from the given ones).",
-    )] = 1,
+    brokers: Annotated[
+        int,
+        typer.Option(
+            help="Start N broker processes (ids and ports counted up from the given ones).",
+        ),
+    ] = 1,
 ) -> None:
     """Run a broker. Flags override env LAKELOG_* which override lakelog.toml."""
     given: dict[str, Any] = {
-        "listen": listen, "data_dir": data_dir, "advertised": advertised,
-        "broker_id": broker_id, "rack": rack, "storage_url": storage_url,
-        "coordinator_url": coordinator_url, "metrics_listen": metrics_listen,
+        "listen": listen,
+        "data_dir": data_dir,
+        "advertised": advertised,
+        "broker_id": broker_id,
+        "rack": rack,
+        "storage_url": storage_url,
+        "coordinator_url": coordinator_url,
+        "metrics_listen": metrics_listen,
     }
     settings = Settings(**{k: v for k, v in given.items() if v is not None})
     if brokers > 1:
         from lakelog.supervisor import run_brokers
 
-        flags = {**given, "listen": settings.listen, "data_dir": settings.data_dir,
-                 "log_level": log_level}
+        flags = {
+            **given,
+            "listen": settings.listen,
+            "data_dir": settings.data_dir,
+            "log_level": log_level,
+        }
         raise typer.Exit(run_brokers(brokers, flags))
     _configure_logging(log_level)
     os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", "4294967296")

@@ -18,9 +18,9 @@ _state: dict[str, str] = {}
 
 @cluster_app.callback()
 def _options(
-    bootstrap_server: Annotated[str, typer.Option("--bootstrap-server", "-b",
-                                                  help="HOST:PORT of any broker.")]
-    = "127.0.0.1:9092",
+    bootstrap_server: Annotated[
+        str, typer.Option("--bootstrap-server", "-b", help="HOST:PORT of any broker.")
+    ] = "127.0.0.1:9092",
 ) -> None:
     _state["bootstrap"] = bootstrap_server
 
@@ -36,9 +36,15 @@ async def _status(bootstrap: str) -> list[dict[str, object]]:
                 epoch = int(configs.get("broker.epoch") or -1)
             except (KafkaError, OSError) as exc:
                 epoch = f"unreachable: {exc}"
-            rows.append({"broker_id": node.node_id, "endpoint": node.address,
-                         "rack": node.rack, "epoch": epoch,
-                         "controller": node.node_id == controller})
+            rows.append(
+                {
+                    "broker_id": node.node_id,
+                    "endpoint": node.address,
+                    "rack": node.rack,
+                    "epoch": epoch,
+                    "controller": node.node_id == controller,
+                }
+            )
         return rows
 
 
@@ -53,6 +59,11 @@ def status(
         return
     table = Table("BROKER", "ENDPOINT", "ZONE", "EPOCH", "CONTROLLER")
     for row in rows:
-        table.add_row(str(row["broker_id"]), str(row["endpoint"]), str(row["rack"] or "-"),
-                      str(row["epoch"]), "yes" if row["controller"] else "")
+        table.add_row(
+            str(row["broker_id"]),
+            str(row["endpoint"]),
+            str(row["rack"] or "-"),
+            str(row["epoch"]),
+            "yes" if row["controller"] else "",
+        )
     Console().print(table)

@@ -21,8 +21,11 @@ from rich.table import Table
 from lakelog import cost
 from lakelog.cost import LineItem, Prices, Projection, Usage
 
-cost_app = typer.Typer(help="Project the monthly cost of the cluster from its /metrics.",
-                       add_completion=False, subcommand_metavar="")
+cost_app = typer.Typer(
+    help="Project the monthly cost of the cluster from its /metrics.",
+    add_completion=False,
+    subcommand_metavar="",
+)
 
 DEFAULT_WINDOW_S = 60.0
 SCRAPE_TIMEOUT_S = 10.0
@@ -75,8 +78,10 @@ def observe_window(urls: list[str], window_s: float) -> tuple[Usage, dict[str, f
     return cost.sum_usage(usages), seconds
 
 
-def observe_since_start(urls: list[str], uptime_s: float | None,
-                        ) -> tuple[Usage, dict[str, float]]:
+def observe_since_start(
+    urls: list[str],
+    uptime_s: float | None,
+) -> tuple[Usage, dict[str, float]]:
     """Rates from one scrape: counters are totals since each broker started."""
     usages, seconds = [], {}
     for one in scrape_all(urls):
@@ -84,8 +89,9 @@ def observe_since_start(urls: list[str], uptime_s: float | None,
         if elapsed is None:
             started = cost.started_at(one.text)
             if started is None:
-                raise RuntimeError(f"{one.url} does not expose lakelog_bytes_in_created; "
-                                   "give --uptime-seconds")
+                raise RuntimeError(
+                    f"{one.url} does not expose lakelog_bytes_in_created; give --uptime-seconds"
+                )
             elapsed = one.wall - started
         usages.append(cost.usage_from_series(cost.parse_metrics(one.text), elapsed))
         seconds[one.url] = elapsed
@@ -117,8 +123,15 @@ def _unit_price(item: LineItem) -> str:
 
 
 def _table(title: str, items: tuple[LineItem, ...], total: float) -> Table:
-    table = Table("Line item", "Monthly quantity", "Unit price", "Monthly USD", title=title,
-                  title_justify="left", show_footer=True)
+    table = Table(
+        "Line item",
+        "Monthly quantity",
+        "Unit price",
+        "Monthly USD",
+        title=title,
+        title_justify="left",
+        show_footer=True,
+    )
     for item in items:
         table.add_row(item.item, _quantity(item), _unit_price(item), _usd(item.usd))
     table.columns[0].footer = "Total"
@@ -128,28 +141,45 @@ def _table(title: str, items: tuple[LineItem, ...], total: float) -> Table:
     return table
 
 
-def print_report(console: Console, usage: Usage, seconds: dict[str, float],
-                 projection: Projection) -> None:
+def print_report(
+    console: Console, usage: Usage, seconds: dict[str, float], projection: Projection
+) -> None:
     mib = 1 << 20
-    console.print(f"Observed {len(seconds)} broker(s) over "
-                  f"{', '.join(f'{s:,.1f} s' for s in seconds.values())}: "
-                  f"{usage.bytes_in / mib:,.3f} MiB/s in, {usage.bytes_out / mib:,.3f} MiB/s "
-                  f"out, {usage.object_put_bytes / mib:,.3f} MiB/s written to the store.")
-    console.print(_table("Lakelog, projected 30-day month", projection.lakelog,
-                         projection.lakelog_usd))
-    console.print(_table("Classic Kafka (RF=3, 3 zones), cross-zone transfer only",
-                         projection.classic, projection.classic_usd))
+    console.print(
+        f"Observed {len(seconds)} broker(s) over "
+        f"{', '.join(f'{s:,.1f} s' for s in seconds.values())}: "
+        f"{usage.bytes_in / mib:,.3f} MiB/s in, {usage.bytes_out / mib:,.3f} MiB/s "
+        f"out, {usage.object_put_bytes / mib:,.3f} MiB/s written to the store."
+    )
+    console.print(
+        _table("Lakelog, projected 30-day month", projection.lakelog, projection.lakelog_usd)
+    )
+    console.print(
+        _table(
+            "Classic Kafka (RF=3, 3 zones), cross-zone transfer only",
+            projection.classic,
+            projection.classic_usd,
+        )
+    )
     lakelog_cross = sum(i.usd for i in projection.lakelog if i.key == "cross_zone")
-    console.print(f"Cross-zone transfer: Lakelog {_usd(lakelog_cross)} vs classic Kafka "
-                  f"{_usd(projection.classic_usd)} a month; Lakelog's object-store requests "
-                  f"and storage add {_usd(projection.lakelog_usd - lakelog_cross)}.",
-                  highlight=False)
+    console.print(
+        f"Cross-zone transfer: Lakelog {_usd(lakelog_cross)} vs classic Kafka "
+        f"{_usd(projection.classic_usd)} a month; Lakelog's object-store requests "
+        f"and storage add {_usd(projection.lakelog_usd - lakelog_cross)}.",
+        highlight=False,
+    )
     for note in projection.notes:
         console.print(f"- {note}", highlight=False)
 
 
-def report_dict(mode: str, seconds: dict[str, float], usage: Usage, prices: Prices,
-                retention_days: float, projection: Projection) -> dict[str, Any]:
+def report_dict(
+    mode: str,
+    seconds: dict[str, float],
+    usage: Usage,
+    prices: Prices,
+    retention_days: float,
+    projection: Projection,
+) -> dict[str, Any]:
     return {
         "mode": mode,
         "brokers": list(seconds),
@@ -166,29 +196,54 @@ def report_dict(mode: str, seconds: dict[str, float], usage: Usage, prices: Pric
 
 @cost_app.callback(invoke_without_command=True)
 def cost_command(
-    metrics: Annotated[list[str] | None, typer.Option(
-        "--metrics", help="A broker's /metrics URL (or HOST:PORT); repeat for each broker.",
-    )] = None,
-    window_seconds: Annotated[float | None, typer.Option(
-        help=f"Seconds between the two scrapes (default {DEFAULT_WINDOW_S:g}).",
-    )] = None,
-    since_start: Annotated[bool, typer.Option(
-        "--since-start", help="Scrape once; counters are totals since each broker started.",
-    )] = False,
-    uptime_seconds: Annotated[float | None, typer.Option(
-        help="With --since-start: the brokers' uptime (default: from lakelog_bytes_in_created "
-             "and this host's clock).",
-    )] = None,
-    prices_file: Annotated[Path | None, typer.Option(
-        "--prices", help="TOML price table (see --print-prices for the keys).",
-    )] = None,
-    retention_days: Annotated[float, typer.Option(
-        help="Days the data is kept: stored GB = write rate x retention.",
-    )] = cost.DEFAULT_RETENTION_DAYS,
+    metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics",
+            help="A broker's /metrics URL (or HOST:PORT); repeat for each broker.",
+        ),
+    ] = None,
+    window_seconds: Annotated[
+        float | None,
+        typer.Option(
+            help=f"Seconds between the two scrapes (default {DEFAULT_WINDOW_S:g}).",
+        ),
+    ] = None,
+    since_start: Annotated[
+        bool,
+        typer.Option(
+            "--since-start",
+            help="Scrape once; counters are totals since each broker started.",
+        ),
+    ] = False,
+    uptime_seconds: Annotated[
+        float | None,
+        typer.Option(
+            help="With --since-start: the brokers' uptime (default: from lakelog_bytes_in_created "
+            "and this host's clock).",
+        ),
+    ] = None,
+    prices_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            help="TOML price table (see --print-prices for the keys).",
+        ),
+    ] = None,
+    retention_days: Annotated[
+        float,
+        typer.Option(
+            help="Days the data is kept: stored GB = write rate x retention.",
+        ),
+    ] = cost.DEFAULT_RETENTION_DAYS,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    print_prices: Annotated[bool, typer.Option(
-        "--print-prices", help="Print the price table (defaults, or --prices) as TOML and exit.",
-    )] = False,
+    print_prices: Annotated[
+        bool,
+        typer.Option(
+            "--print-prices",
+            help="Print the price table (defaults, or --prices) as TOML and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Project a 30-day month of object-store, storage and cross-zone costs from the
     brokers' counters, next to classic Kafka's cross-zone bill for the same traffic."""
@@ -199,17 +254,18 @@ def cost_command(
     if not metrics:
         raise typer.BadParameter("give at least one broker", param_hint="--metrics")
     if since_start and window_seconds is not None:
-        raise typer.BadParameter("use either --since-start or --window-seconds",
-                                 param_hint="--window-seconds")
+        raise typer.BadParameter(
+            "use either --since-start or --window-seconds", param_hint="--window-seconds"
+        )
     if uptime_seconds is not None and (not since_start or uptime_seconds <= 0):
-        raise typer.BadParameter("needs --since-start and a positive number",
-                                 param_hint="--uptime-seconds")
+        raise typer.BadParameter(
+            "needs --since-start and a positive number", param_hint="--uptime-seconds"
+        )
     window = DEFAULT_WINDOW_S if window_seconds is None else window_seconds
     if window <= 0:
         raise typer.BadParameter("must be positive", param_hint="--window-seconds")
     if not retention_days > 0 or retention_days == float("inf"):
-        raise typer.BadParameter("must be a positive number of days",
-                                 param_hint="--retention-days")
+        raise typer.BadParameter("must be a positive number of days", param_hint="--retention-days")
     urls = [metrics_url(m) for m in metrics]
     try:
         if since_start:
@@ -222,8 +278,11 @@ def cost_command(
     projection = cost.project(usage, prices, retention_days)
     if as_json:
         mode = "since_start" if since_start else "window"
-        typer.echo(json.dumps(report_dict(mode, seconds, usage, prices, retention_days,
-                                          projection), indent=2))
+        typer.echo(
+            json.dumps(
+                report_dict(mode, seconds, usage, prices, retention_days, projection), indent=2
+            )
+        )
         return
     print_report(Console(), usage, seconds, projection)
 

@@ -42,17 +42,23 @@ from lakelog.group_offsets import (
 
 T = TypeVar("T")
 
-groups_app = typer.Typer(help="List, describe and delete consumer groups; reset their offsets.",
-                         no_args_is_help=True)
+groups_app = typer.Typer(
+    help="List, describe and delete consumer groups; reset their offsets.", no_args_is_help=True
+)
 console = Console()
 errors = Console(stderr=True)
 
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b",
-                                        help="A broker's HOST:PORT.")]
+Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="A broker's HOST:PORT.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-MEMBER_GONE = frozenset({ErrorCode.unknown_member_id, ErrorCode.illegal_generation,
-                         ErrorCode.rebalance_in_progress, ErrorCode.fenced_instance_id})
+MEMBER_GONE = frozenset(
+    {
+        ErrorCode.unknown_member_id,
+        ErrorCode.illegal_generation,
+        ErrorCode.rebalance_in_progress,
+        ErrorCode.fenced_instance_id,
+    }
+)
 """OffsetCommit errors that mean the group has active members."""
 
 
@@ -60,8 +66,9 @@ class GroupActiveError(Exception):
     """The group has members, so its offsets cannot be reset."""
 
     def __init__(self, group_id: str, reason: str) -> None:
-        super().__init__(f"Assignments can only be reset if the group '{group_id}' is "
-                         f"inactive, but {reason}.")
+        super().__init__(
+            f"Assignments can only be reset if the group '{group_id}' is inactive, but {reason}."
+        )
 
 
 class GroupMissingError(Exception):
@@ -107,9 +114,14 @@ def _table(*columns: str) -> Table:
 
 @groups_app.command("list")
 def list_groups(
-    state: Annotated[list[str] | None, typer.Option(
-        "--state", help="Only groups in this state, e.g. Stable or Empty (repeatable, or "
-                        "comma-separated).")] = None,
+    state: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--state",
+            help="Only groups in this state, e.g. Stable or Empty (repeatable, or "
+            "comma-separated).",
+        ),
+    ] = None,
     json_out: JsonFlag = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
@@ -117,8 +129,12 @@ def list_groups(
     states = [canonical_state(s) for arg in state or [] for s in arg.split(",") if s.strip()]
     listed: list[ListedGroup] = _run(bootstrap_server, lambda c: c.list_groups(states))
     if json_out:
-        _print_json([{"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}
-                     for g in listed])
+        _print_json(
+            [
+                {"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}
+                for g in listed
+            ]
+        )
         return
     table = _table("GROUP", "STATE", "PROTOCOL-TYPE")
     for g in listed:
@@ -158,10 +174,12 @@ async def _describe_one(client: AdminClient, group_id: str, offsets: bool) -> Gr
 @groups_app.command()
 def describe(
     group: Annotated[list[str], typer.Argument(help="One or more group ids.")],
-    members: Annotated[bool, typer.Option(
-        "--members", help="List the members and their assignments.")] = False,
-    state: Annotated[bool, typer.Option(
-        "--state", help="Show the state, protocol and coordinator.")] = False,
+    members: Annotated[
+        bool, typer.Option("--members", help="List the members and their assignments.")
+    ] = False,
+    state: Annotated[
+        bool, typer.Option("--state", help="Show the state, protocol and coordinator.")
+    ] = False,
     json_out: JsonFlag = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
@@ -189,20 +207,35 @@ def describe(
 
 def _warn_group_state(group: GroupDescription) -> None:
     if group.state.lower() == "empty":
-        errors.print(f"Consumer group '{group.group_id}' has no active members.",
-                     highlight=False)
+        errors.print(f"Consumer group '{group.group_id}' has no active members.", highlight=False)
     elif group.state.lower() in ("preparingrebalance", "completingrebalance"):
-        errors.print(f"Warning: consumer group '{group.group_id}' is rebalancing.",
-                     highlight=False)
+        errors.print(f"Warning: consumer group '{group.group_id}' is rebalancing.", highlight=False)
 
 
 def _offsets_table(report: GroupReport) -> Table:
-    table = _table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                   "CONSUMER-ID", "HOST", "CLIENT-ID")
+    table = _table(
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    )
     for r in report.rows:
-        table.add_row(report.group.group_id, r.topic, str(r.partition), _dash(r.current_offset),
-                      _dash(r.log_end_offset), _dash(r.lag), _dash(r.consumer_id),
-                      _dash(r.host), _dash(r.client_id))
+        table.add_row(
+            report.group.group_id,
+            r.topic,
+            str(r.partition),
+            _dash(r.current_offset),
+            _dash(r.log_end_offset),
+            _dash(r.lag),
+            _dash(r.consumer_id),
+            _dash(r.host),
+            _dash(r.client_id),
+        )
     return table
 
 
@@ -211,20 +244,38 @@ def _assignment_text(assignment: dict[str, tuple[int, ...]]) -> str:
 
 
 def _members_table(group: GroupDescription) -> Table:
-    table = _table("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID",
-                   "#PARTITIONS", "ASSIGNMENT")
+    table = _table(
+        "GROUP",
+        "CONSUMER-ID",
+        "GROUP-INSTANCE-ID",
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+        "ASSIGNMENT",
+    )
     for m in sorted(group.members, key=lambda m: (m.client_id, m.member_id)):
-        table.add_row(group.group_id, m.member_id, _dash(m.group_instance_id),
-                      _dash(m.client_host), _dash(m.client_id), str(len(m.partitions())),
-                      _dash(_assignment_text(m.assignment)))
+        table.add_row(
+            group.group_id,
+            m.member_id,
+            _dash(m.group_instance_id),
+            _dash(m.client_host),
+            _dash(m.client_id),
+            str(len(m.partitions())),
+            _dash(_assignment_text(m.assignment)),
+        )
     return table
 
 
 def _state_table(group: GroupDescription) -> Table:
     table = _table("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
     c = group.coordinator
-    table.add_row(group.group_id, f"{c.address} ({c.node_id})", _dash(group.protocol),
-                  group.state, str(len(group.members)))
+    table.add_row(
+        group.group_id,
+        f"{c.address} ({c.node_id})",
+        _dash(group.protocol),
+        group.state,
+        str(len(group.members)),
+    )
     return table
 
 
@@ -232,22 +283,39 @@ def _report_json(report: GroupReport, *, members: bool, state: bool) -> dict[str
     g = report.group
     out: dict[str, Any] = {"group": g.group_id, "state": g.state}
     if state:
-        out |= {"protocol_type": g.protocol_type, "protocol": g.protocol,
-                "member_count": len(g.members),
-                "coordinator": {"id": g.coordinator.node_id, "host": g.coordinator.host,
-                                "port": g.coordinator.port}}
+        out |= {
+            "protocol_type": g.protocol_type,
+            "protocol": g.protocol,
+            "member_count": len(g.members),
+            "coordinator": {
+                "id": g.coordinator.node_id,
+                "host": g.coordinator.host,
+                "port": g.coordinator.port,
+            },
+        }
     elif members:
         out["members"] = [
-            {"consumer_id": m.member_id, "group_instance_id": m.group_instance_id,
-             "host": m.client_host, "client_id": m.client_id,
-             "assignment": [{"topic": t, "partition": p} for t, p in m.partitions()]}
+            {
+                "consumer_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "host": m.client_host,
+                "client_id": m.client_id,
+                "assignment": [{"topic": t, "partition": p} for t, p in m.partitions()],
+            }
             for m in g.members
         ]
     else:
         out["offsets"] = [
-            {"topic": r.topic, "partition": r.partition, "current_offset": r.current_offset,
-             "log_end_offset": r.log_end_offset, "lag": r.lag, "consumer_id": r.consumer_id,
-             "host": r.host, "client_id": r.client_id}
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "current_offset": r.current_offset,
+                "log_end_offset": r.log_end_offset,
+                "lag": r.lag,
+                "consumer_id": r.consumer_id,
+                "host": r.host,
+                "client_id": r.client_id,
+            }
             for r in report.rows
         ]
     return out
@@ -266,19 +334,26 @@ def delete(
     results = _run(bootstrap_server, lambda c: c.delete_groups(group))
     failed = {g: e for g, e in results.items() if e != ErrorCode.none}
     if json_out:
-        _print_json([{"group": g, "error": None if e == ErrorCode.none else e.name.upper()}
-                     for g, e in results.items()])
+        _print_json(
+            [
+                {"group": g, "error": None if e == ErrorCode.none else e.name.upper()}
+                for g, e in results.items()
+            ]
+        )
     elif not failed:
         names = ", ".join(f"'{g}'" for g in results)
-        console.print(f"Deletion of requested consumer groups ({names}) was successful.",
-                      highlight=False)
+        console.print(
+            f"Deletion of requested consumer groups ({names}) was successful.", highlight=False
+        )
     else:
         for g, e in results.items():
             if e == ErrorCode.none:
                 console.print(f"Deleted group '{g}'.", highlight=False)
         for g, e in failed.items():
-            errors.print(f"[red]Error:[/red] group '{g}' could not be deleted: "
-                         f"{e.name.upper()}", highlight=False)
+            errors.print(
+                f"[red]Error:[/red] group '{g}' could not be deleted: {e.name.upper()}",
+                highlight=False,
+            )
     if failed:
         raise typer.Exit(1)
 
@@ -286,14 +361,25 @@ def delete(
 # ---------------------------------------------------------------- reset-offsets
 
 
-def reset_spec(to_earliest: bool, to_latest: bool, to_offset: int | None,
-               to_datetime: str | None, shift_by: int | None) -> ResetSpec:
+def reset_spec(
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    to_datetime: str | None,
+    shift_by: int | None,
+) -> ResetSpec:
     """The one reset mode the flags name; BadParameter for none or several."""
-    given = [to_earliest, to_latest, to_offset is not None, to_datetime is not None,
-             shift_by is not None]
+    given = [
+        to_earliest,
+        to_latest,
+        to_offset is not None,
+        to_datetime is not None,
+        shift_by is not None,
+    ]
     if sum(given) != 1:
-        raise typer.BadParameter("give exactly one of --to-earliest, --to-latest, "
-                                 "--to-offset, --to-datetime, --shift-by")
+        raise typer.BadParameter(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by"
+        )
     if to_offset is not None:
         return ResetSpec(ResetMode.OFFSET, to_offset)
     if shift_by is not None:
@@ -312,8 +398,9 @@ class ResetResult:
     previous: dict[TopicPartition, int]
 
 
-async def _log_offsets(client: AdminClient,
-                       timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+async def _log_offsets(
+    client: AdminClient, timestamps: dict[TopicPartition, int]
+) -> dict[TopicPartition, int]:
     found = await client.list_offsets(timestamps)
     for (topic, partition), r in sorted(found.items()):
         if r.error != ErrorCode.none:
@@ -321,8 +408,14 @@ async def _log_offsets(client: AdminClient,
     return {tp: r.offset for tp, r in found.items()}
 
 
-async def _reset(client: AdminClient, group_id: str, topics: Sequence[str], all_topics: bool,
-                 spec: ResetSpec, execute: bool) -> ResetResult:
+async def _reset(
+    client: AdminClient,
+    group_id: str,
+    topics: Sequence[str],
+    all_topics: bool,
+    spec: ResetSpec,
+    execute: bool,
+) -> ResetResult:
     try:
         state = (await client.describe_group(group_id)).state
     except KafkaError as exc:
@@ -349,73 +442,114 @@ async def _reset(client: AdminClient, group_id: str, topics: Sequence[str], all_
     at_time: dict[TopicPartition, int] = {}
     if spec.mode == ResetMode.DATETIME:
         at_time = await _log_offsets(client, dict.fromkeys(chosen, spec.value))
-    plan = plan_reset(spec, {tp: PartitionOffsets(starts[tp], ends[tp], committed.get(tp),
-                                                  at_time.get(tp)) for tp in chosen})
+    plan = plan_reset(
+        spec,
+        {
+            tp: PartitionOffsets(starts[tp], ends[tp], committed.get(tp), at_time.get(tp))
+            for tp in chosen
+        },
+    )
     if execute:
-        results = await client.commit_offsets(group_id, {(p.topic, p.partition): p.offset
-                                                         for p in plan})
+        results = await client.commit_offsets(
+            group_id, {(p.topic, p.partition): p.offset for p in plan}
+        )
         failed = {tp: e for tp, e in results.items() if e != ErrorCode.none}
         refusals = sorted({e.name.upper() for e in failed.values() if e in MEMBER_GONE})
         if refusals:
-            raise GroupActiveError(group_id, "a member joined: the coordinator refused the "
-                                   f"commit with {', '.join(refusals)}")
+            raise GroupActiveError(
+                group_id,
+                f"a member joined: the coordinator refused the commit with {', '.join(refusals)}",
+            )
         if failed:
-            raise KafkaError(next(iter(failed.values())), "OffsetCommit " + ", ".join(
-                f"{t}-{p}: {e.name.upper()}" for (t, p), e in sorted(failed.items())))
+            raise KafkaError(
+                next(iter(failed.values())),
+                "OffsetCommit "
+                + ", ".join(f"{t}-{p}: {e.name.upper()}" for (t, p), e in sorted(failed.items())),
+            )
     return ResetResult(plan, committed)
 
 
 @groups_app.command("reset-offsets")
 def reset_offsets(
     group: Annotated[str, typer.Argument(help="The group id.")],
-    topic: Annotated[list[str] | None, typer.Option(
-        "--topic", help="TOPIC (all partitions) or TOPIC:P,P (repeatable).")] = None,
-    all_topics: Annotated[bool, typer.Option(
-        "--all-topics", help="Every partition the group has committed.")] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest",
-                                              help="Reset to the log start.")] = False,
+    topic: Annotated[
+        list[str] | None,
+        typer.Option("--topic", help="TOPIC (all partitions) or TOPIC:P,P (repeatable)."),
+    ] = None,
+    all_topics: Annotated[
+        bool, typer.Option("--all-topics", help="Every partition the group has committed.")
+    ] = False,
+    to_earliest: Annotated[
+        bool, typer.Option("--to-earliest", help="Reset to the log start.")
+    ] = False,
     to_latest: Annotated[bool, typer.Option("--to-latest", help="Reset to the log end.")] = False,
-    to_offset: Annotated[int | None, typer.Option("--to-offset",
-                                                  help="Reset to this offset.")] = None,
-    to_datetime: Annotated[str | None, typer.Option(
-        "--to-datetime", help="Reset to the first record at or after this ISO 8601 time "
-                              "(local time without a zone).")] = None,
-    shift_by: Annotated[int | None, typer.Option(
-        "--shift-by", help="Move the committed offset by N (negative: back).")] = None,
-    execute: Annotated[bool, typer.Option(
-        "--execute", help="Commit the new offsets (default: only print the plan).")] = False,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Only print the plan (the default).")] = False,
+    to_offset: Annotated[
+        int | None, typer.Option("--to-offset", help="Reset to this offset.")
+    ] = None,
+    to_datetime: Annotated[
+        str | None,
+        typer.Option(
+            "--to-datetime",
+            help="Reset to the first record at or after this ISO 8601 time "
+            "(local time without a zone).",
+        ),
+    ] = None,
+    shift_by: Annotated[
+        int | None,
+        typer.Option("--shift-by", help="Move the committed offset by N (negative: back)."),
+    ] = None,
+    execute: Annotated[
+        bool,
+        typer.Option("--execute", help="Commit the new offsets (default: only print the plan)."),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only print the plan (the default).")
+    ] = False,
     json_out: JsonFlag = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Move a stopped group's offsets (dry run unless --execute), within each log."""
     if bool(topic) == all_topics:
-        raise typer.BadParameter("give --topic (repeatable) or --all-topics, not both",
-                                 param_hint="--topic")
+        raise typer.BadParameter(
+            "give --topic (repeatable) or --all-topics, not both", param_hint="--topic"
+        )
     if execute and dry_run:
         raise typer.BadParameter("--execute and --dry-run are exclusive", param_hint="--execute")
     spec = reset_spec(to_earliest, to_latest, to_offset, to_datetime, shift_by)
-    result = _run(bootstrap_server,
-                  lambda c: _reset(c, group, topic or [], all_topics, spec, execute))
+    result = _run(
+        bootstrap_server, lambda c: _reset(c, group, topic or [], all_topics, spec, execute)
+    )
     for p in result.plan:
         if p.clamped:
             where = "before the log start" if p.requested < p.offset else "past the log end"
-            errors.print(f"Warning: offset {p.requested} for {p.topic}-{p.partition} is "
-                         f"{where}; using {p.offset}.", highlight=False)
+            errors.print(
+                f"Warning: offset {p.requested} for {p.topic}-{p.partition} is "
+                f"{where}; using {p.offset}.",
+                highlight=False,
+            )
     if json_out:
-        _print_json({"group": group, "executed": execute, "offsets": [
-            {"topic": p.topic, "partition": p.partition, "new_offset": p.offset,
-             "previous_offset": result.previous.get((p.topic, p.partition))}
-            for p in result.plan]})
+        _print_json(
+            {
+                "group": group,
+                "executed": execute,
+                "offsets": [
+                    {
+                        "topic": p.topic,
+                        "partition": p.partition,
+                        "new_offset": p.offset,
+                        "previous_offset": result.previous.get((p.topic, p.partition)),
+                    }
+                    for p in result.plan
+                ],
+            }
+        )
     else:
         table = _table("TOPIC", "PARTITION", "NEW-OFFSET")
         for p in result.plan:
             table.add_row(p.topic, str(p.partition), str(p.offset))
         console.print(table)
     if not execute:
-        errors.print("Dry run: nothing was committed; add --execute to apply.",
-                     highlight=False)
+        errors.print("Dry run: nothing was committed; add --execute to apply.", highlight=False)
 
 
 if __name__ == "__main__":

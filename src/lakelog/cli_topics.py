@@ -16,13 +16,11 @@ from lakelog.errors import ErrorCode
 
 T = TypeVar("T")
 
-topics_app = typer.Typer(help="Create, list, describe and delete topics.",
-                         no_args_is_help=True)
+topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 console = Console()
 errors = Console(stderr=True)
 
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b",
-                                        help="A broker's HOST:PORT.")]
+Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="A broker's HOST:PORT.")]
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
@@ -56,14 +54,18 @@ def _run(bootstrap: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
 def create(
     topic: Annotated[str, typer.Argument(help="The topic name.")],
     partitions: Annotated[int, typer.Option(help="Partitions (-1: broker default).")] = -1,
-    replication_factor: Annotated[int, typer.Option(
-        help="Replication factor (-1: broker default).")] = -1,
-    config: Annotated[list[str] | None, typer.Option(
-        "--config", help="A topic config NAME=VALUE (repeatable).")] = None,
-    if_not_exists: Annotated[bool, typer.Option(
-        help="Succeed if the topic already exists.")] = False,
-    validate_only: Annotated[bool, typer.Option(
-        help="Check the request without creating the topic.")] = False,
+    replication_factor: Annotated[
+        int, typer.Option(help="Replication factor (-1: broker default).")
+    ] = -1,
+    config: Annotated[
+        list[str] | None, typer.Option("--config", help="A topic config NAME=VALUE (repeatable).")
+    ] = None,
+    if_not_exists: Annotated[
+        bool, typer.Option(help="Succeed if the topic already exists.")
+    ] = False,
+    validate_only: Annotated[
+        bool, typer.Option(help="Check the request without creating the topic.")
+    ] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Create a topic."""
@@ -71,8 +73,9 @@ def create(
 
     async def action(client: AdminClient) -> bool:
         try:
-            await client.create_topic(topic, partitions, replication_factor, configs,
-                                      validate_only=validate_only)
+            await client.create_topic(
+                topic, partitions, replication_factor, configs, validate_only=validate_only
+            )
         except KafkaError as exc:
             if if_not_exists and exc.error == ErrorCode.topic_already_exists:
                 return False
@@ -105,8 +108,7 @@ def describe(
         result = []
         for t in described:
             configs = await client.describe_topic_configs(t.name)
-            result.append((t, {c.name: c.value or "" for c in configs
-                               if c.is_topic_override}))
+            result.append((t, {c.name: c.value or "" for c in configs if c.is_topic_override}))
         return result
 
     for description, overrides in _run(bootstrap_server, action):
@@ -116,9 +118,11 @@ def describe(
 
 def _topic_line(topic: TopicDescription, overrides: dict[str, str]) -> str:
     configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-    return (f"Topic: {topic.name}\tTopicId: {topic.topic_id or '-'}\t"
-            f"PartitionCount: {len(topic.partitions)}\t"
-            f"ReplicationFactor: {topic.replication_factor}\tConfigs: {configs}")
+    return (
+        f"Topic: {topic.name}\tTopicId: {topic.topic_id or '-'}\t"
+        f"PartitionCount: {len(topic.partitions)}\t"
+        f"ReplicationFactor: {topic.replication_factor}\tConfigs: {configs}"
+    )
 
 
 def _partition_table(topic: TopicDescription) -> Table:
@@ -126,8 +130,12 @@ def _partition_table(topic: TopicDescription) -> Table:
     for column in ("Partition", "Leader", "Replicas", "Isr"):
         table.add_column(column)
     for p in topic.partitions:
-        table.add_row(str(p.partition), str(p.leader), ",".join(map(str, p.replicas)),
-                      ",".join(map(str, p.isr)))
+        table.add_row(
+            str(p.partition),
+            str(p.leader),
+            ",".join(map(str, p.replicas)),
+            ",".join(map(str, p.isr)),
+        )
     return table
 
 

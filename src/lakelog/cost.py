@@ -144,8 +144,9 @@ class Usage:
     unknown_zone_bytes: float = 0.0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(**{f.name: getattr(self, f.name) + getattr(other, f.name)
-                        for f in fields(self)})
+        return Usage(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -205,8 +206,9 @@ class LineItem:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _item(key: str, item: str, quantity: float, unit: str, price: float,
-          per: float = 1.0) -> LineItem:
+def _item(
+    key: str, item: str, quantity: float, unit: str, price: float, per: float = 1.0
+) -> LineItem:
     return LineItem(key, item, quantity, unit, price, per, quantity / per * price)
 
 
@@ -236,34 +238,59 @@ def stored_gb_month(put_bytes_per_s: float, retention_days: float) -> float:
     return put_bytes_per_s * retention_days * 86_400 / GB
 
 
-def project(usage: Usage, prices: Prices, retention_days: float = DEFAULT_RETENTION_DAYS,
-            ) -> Projection:
+def project(
+    usage: Usage,
+    prices: Prices,
+    retention_days: float = DEFAULT_RETENTION_DAYS,
+) -> Projection:
     """Price a 30-day month at the observed rates."""
     month = MONTH_SECONDS
     cross = prices.cross_zone_per_gb
     lakelog = (
-        _item("put_list_requests", "Object PUT + LIST",
-              usage.put_class_requests * month, "requests",
-              prices.put_list_per_1000_requests, 1000),
-        _item("get_requests", "Object GET + HEAD",
-              usage.get_class_requests * month, "requests",
-              prices.get_per_1000_requests, 1000),
-        _item("delete_requests", "Object DELETE", usage.delete_requests * month,
-              "requests", prices.delete_per_1000_requests, 1000),
-        _item("storage", f"Storage ({retention_days:g} days kept)",
-              stored_gb_month(usage.object_put_bytes, retention_days), "GB-month",
-              prices.storage_per_gb_month),
-        _item("cross_zone", "Cross-zone client traffic",
-              usage.cross_zone_bytes * month / GB, "GB", cross),
+        _item(
+            "put_list_requests",
+            "Object PUT + LIST",
+            usage.put_class_requests * month,
+            "requests",
+            prices.put_list_per_1000_requests,
+            1000,
+        ),
+        _item(
+            "get_requests",
+            "Object GET + HEAD",
+            usage.get_class_requests * month,
+            "requests",
+            prices.get_per_1000_requests,
+            1000,
+        ),
+        _item(
+            "delete_requests",
+            "Object DELETE",
+            usage.delete_requests * month,
+            "requests",
+            prices.delete_per_1000_requests,
+            1000,
+        ),
+        _item(
+            "storage",
+            f"Storage ({retention_days:g} days kept)",
+            stored_gb_month(usage.object_put_bytes, retention_days),
+            "GB-month",
+            prices.storage_per_gb_month,
+        ),
+        _item(
+            "cross_zone",
+            "Cross-zone client traffic",
+            usage.cross_zone_bytes * month / GB,
+            "GB",
+            cross,
+        ),
     )
     ingest_gb, egress_gb = usage.bytes_in * month / GB, usage.bytes_out * month / GB
     classic = (
-        _item("replication", "Replication (2 copies cross)", 2 * ingest_gb,
-              "GB", cross),
-        _item("produce_cross_zone", "Produce (2/3 crosses)",
-              ingest_gb * 2 / 3, "GB", cross),
-        _item("consume_cross_zone", "Consume (2/3 crosses)",
-              egress_gb * 2 / 3, "GB", cross),
+        _item("replication", "Replication (2 copies cross)", 2 * ingest_gb, "GB", cross),
+        _item("produce_cross_zone", "Produce (2/3 crosses)", ingest_gb * 2 / 3, "GB", cross),
+        _item("consume_cross_zone", "Consume (2/3 crosses)", egress_gb * 2 / 3, "GB", cross),
     )
     return Projection(lakelog, classic, tuple(_notes(usage, prices, retention_days)))
 
@@ -271,7 +298,7 @@ def project(usage: Usage, prices: Prices, retention_days: float = DEFAULT_RETENT
 def _notes(usage: Usage, prices: Prices, retention_days: float) -> list[str]:
     notes = [
         "Month = 30 days at the observed rates; GB = 2**30 bytes.",
-        'get_ranges requests are counted once per call (the metric counts calls; obstore '
+        "get_ranges requests are counted once per call (the metric counts calls; obstore "
         "may issue several HTTP GETs per call), so GET requests are a lower bound; LIST "
         "is counted per call too (one request per 1,000 keys listed).",
         f"Storage is the steady state: bytes PUT per second x {retention_days:g} days "
@@ -289,17 +316,22 @@ def _notes(usage: Usage, prices: Prices, retention_days: float) -> list[str]:
         notes.append(
             f"{gb:,.3f} GB/month of client traffic had no known zone (client.id without "
             "lakelog_az=<zone>, or a broker without --rack) and is not counted as "
-            f"cross-zone; if 2/3 of it crosses zones, add ${usd:,.4f}.")
+            f"cross-zone; if 2/3 of it crosses zones, add ${usd:,.4f}."
+        )
     return notes
 
 
 def projection_dict(projection: Projection) -> dict[str, Any]:
     """The JSON-ready form of a projection."""
     return {
-        "lakelog": {"items": [i.as_dict() for i in projection.lakelog],
-                    "total_usd": projection.lakelog_usd},
-        "classic_kafka_rf3": {"items": [i.as_dict() for i in projection.classic],
-                              "total_usd": projection.classic_usd},
+        "lakelog": {
+            "items": [i.as_dict() for i in projection.lakelog],
+            "total_usd": projection.lakelog_usd,
+        },
+        "classic_kafka_rf3": {
+            "items": [i.as_dict() for i in projection.classic],
+            "total_usd": projection.classic_usd,
+        },
         "notes": list(projection.notes),
     }
 

@@ -12,8 +12,15 @@ from lakelog.admin_client import GroupDescription, TopicPartition
 
 INACTIVE_STATES = frozenset({"empty", "dead"})
 """Group states in which offsets may be reset: no member could overwrite them."""
-KNOWN_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty",
-                "Assigning", "Reconciling")
+KNOWN_STATES = (
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+    "Empty",
+    "Assigning",
+    "Reconciling",
+)
 
 
 class PlanError(ValueError):
@@ -95,7 +102,9 @@ def parse_topic_arg(arg: str) -> tuple[str, tuple[int, ...] | None]:
 
 
 def select_partitions(
-    topic_args: Sequence[str], all_topics: bool, partition_counts: Mapping[str, int],
+    topic_args: Sequence[str],
+    all_topics: bool,
+    partition_counts: Mapping[str, int],
     committed: Iterable[TopicPartition],
 ) -> list[TopicPartition]:
     """The partitions a reset touches: the named ones, or with `all_topics` every partition
@@ -133,14 +142,16 @@ def target_offset(spec: ResetSpec, tp: TopicPartition, p: PartitionOffsets) -> i
             return p.log_end if p.at_time is None or p.at_time < 0 else p.at_time
         case ResetMode.SHIFT:
             if p.committed is None:
-                raise PlanError(f"cannot shift {tp[0]}-{tp[1]}: the group has no committed "
-                                "offset there")
+                raise PlanError(
+                    f"cannot shift {tp[0]}-{tp[1]}: the group has no committed offset there"
+                )
             return p.committed + spec.value
     raise PlanError(f"unknown reset mode {spec.mode!r}")
 
 
-def plan_reset(spec: ResetSpec,
-               partitions: Mapping[TopicPartition, PartitionOffsets]) -> list[PlannedOffset]:
+def plan_reset(
+    spec: ResetSpec, partitions: Mapping[TopicPartition, PartitionOffsets]
+) -> list[PlannedOffset]:
     """The new offset of every partition, clamped to its log, sorted by topic and
     partition."""
     plan = []
@@ -170,8 +181,11 @@ class OffsetRow:
         return self.log_end_offset - self.current_offset
 
 
-def offset_rows(group: GroupDescription, committed: Mapping[TopicPartition, int],
-                log_ends: Mapping[TopicPartition, int | None]) -> list[OffsetRow]:
+def offset_rows(
+    group: GroupDescription,
+    committed: Mapping[TopicPartition, int],
+    log_ends: Mapping[TopicPartition, int | None],
+) -> list[OffsetRow]:
     """A row per partition that is assigned to a member or has a committed offset, like
     kafka-consumer-groups --describe: members' partitions first (by member), then the
     committed partitions nobody owns."""
@@ -180,8 +194,17 @@ def offset_rows(group: GroupDescription, committed: Mapping[TopicPartition, int]
     for member in sorted(group.members, key=lambda m: (m.client_id, m.member_id)):
         for tp in member.partitions():
             seen.add(tp)
-            rows.append(OffsetRow(tp[0], tp[1], committed.get(tp), log_ends.get(tp),
-                                  member.member_id, member.client_host, member.client_id))
+            rows.append(
+                OffsetRow(
+                    tp[0],
+                    tp[1],
+                    committed.get(tp),
+                    log_ends.get(tp),
+                    member.member_id,
+                    member.client_host,
+                    member.client_id,
+                )
+            )
     for tp in sorted(set(committed) - seen):
         rows.append(OffsetRow(tp[0], tp[1], committed[tp], log_ends.get(tp), None, None, None))
     return rows

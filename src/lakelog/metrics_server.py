@@ -25,9 +25,16 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         ctype = CONTENT_TYPE_LATEST.encode()
     else:
         body, status, ctype = b"not found\n", b"404 Not Found", b"text/plain"
-    writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype +
-                 b"\r\nContent-Length: " + str(len(body)).encode() +
-                 b"\r\nConnection: close\r\n\r\n" + body)
+    writer.write(
+        b"HTTP/1.1 "
+        + status
+        + b"\r\nContent-Type: "
+        + ctype
+        + b"\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\nConnection: close\r\n\r\n"
+        + body
+    )
     try:
         await writer.drain()
     finally:

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from lakelog.config import Settings
 from lakelog.coordinator.interface import TimestampType, TopicInfo
 
-TIMESTAMP_TYPES = {"CreateTime": TimestampType.CREATE_TIME,
-                   "LogAppendTime": TimestampType.LOG_APPEND_TIME}
+TIMESTAMP_TYPES = {
+    "CreateTime": TimestampType.CREATE_TIME,
+    "LogAppendTime": TimestampType.LOG_APPEND_TIME,
+}
 CLEANUP_POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
 
 
@@ -43,14 +45,30 @@ VALIDATORS = {
     "delete.retention.ms": _int(0),
 }
 ACCEPTED = {
-    "segment.bytes", "segment.ms", "min.insync.replicas", "compression.type",
-    "unclean.leader.election.enable", "min.compaction.lag.ms", "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio", "flush.messages", "flush.ms", "index.interval.bytes",
-    "message.downconversion.enable", "preallocate", "segment.index.bytes",
-    "segment.jitter.ms", "file.delete.delay.ms", "follower.replication.throttled.replicas",
-    "leader.replication.throttled.replicas", "local.retention.ms", "local.retention.bytes",
-    "message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms", "remote.storage.enable",
+    "segment.bytes",
+    "segment.ms",
+    "min.insync.replicas",
+    "compression.type",
+    "unclean.leader.election.enable",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+    "message.downconversion.enable",
+    "preallocate",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "file.delete.delay.ms",
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "local.retention.ms",
+    "local.retention.bytes",
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
+    "remote.storage.enable",
 }
 
 
@@ -98,7 +116,8 @@ def effective(topic: TopicInfo, settings: Settings) -> EffectiveConfig:
         retention_ms=int(merged["retention.ms"]),
         retention_bytes=int(merged["retention.bytes"]),
         max_message_bytes=int(merged["max.message.bytes"]),
-        timestamp_type=TIMESTAMP_TYPES.get(merged["message.timestamp.type"],
-                                           TimestampType.CREATE_TIME),
+        timestamp_type=TIMESTAMP_TYPES.get(
+            merged["message.timestamp.type"], TimestampType.CREATE_TIME
+        ),
         cleanup_policy=merged["cleanup.policy"].replace(" ", ""),
     )

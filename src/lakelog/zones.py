@@ -45,7 +45,6 @@ def count_bytes(direction: str, client: str | None, broker: str | None, size: in
     """Record traffic by zone pair; it is cross-zone only when both zones are known."""
     from lakelog import metrics
 
-    metrics.zone_bytes_total.labels(direction, client or "unknown", broker or "unknown").inc(
-        size)
+    metrics.zone_bytes_total.labels(direction, client or "unknown", broker or "unknown").inc(size)
     if client and broker and client != broker:
         metrics.cross_zone_bytes_total.labels(direction).inc(size)

@@ -39,20 +39,27 @@ def _fetch_all(port: int, topic: str) -> list[tuple[int, bytes]]:
 
 def test_paused_broker_is_fenced_and_its_late_commit_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    healthy = BrokerProcess(data, env={**CLUSTER, "BROKER_ID": 0}, port=free_port(),
-                            name="healthy").start()
-    zombie = BrokerProcess(data, env={**CLUSTER, "BROKER_ID": 1, "FAULT_COMMIT_DELAY_MS": 3000},
-                           port=free_port(), name="zombie").start()
+    healthy = BrokerProcess(
+        data, env={**CLUSTER, "BROKER_ID": 0}, port=free_port(), name="healthy"
+    ).start()
+    zombie = BrokerProcess(
+        data,
+        env={**CLUSTER, "BROKER_ID": 1, "FAULT_COMMIT_DELAY_MS": 3000},
+        port=free_port(),
+        name="zombie",
+    ).start()
     try:
         create_topic(healthy.bootstrap, "fenced", 1)
-        batch = build_batch([(b"k", b"only-once")], producer_id=4242, producer_epoch=0,
-                            base_sequence=0)
+        batch = build_batch(
+            [(b"k", b"only-once")], producer_id=4242, producer_epoch=0, base_sequence=0
+        )
         answer: dict[str, object] = {}
 
         def produce_to_zombie() -> None:
             with WireClient(zombie.port, timeout=30) as client:
                 answer["zombie"] = produce_errors(
-                    client.request(0, 7, produce_v7({"fenced": {0: batch}})))
+                    client.request(0, 7, produce_v7({"fenced": {0: batch}}))
+                )
 
         before = set(zombie.wal_objects())
         sender = threading.Thread(target=produce_to_zombie)
@@ -62,8 +69,11 @@ def test_paused_broker_is_fenced_and_its_late_commit_refused(tmp_path: Path) -> 
         assert zombie.proc is not None
         os.kill(zombie.proc.pid, signal.SIGSTOP)
         try:
-            wait_until(lambda: "fenced broker 1" in healthy.log_text(), 15,
-                       "the healthy broker to fence the paused one")
+            wait_until(
+                lambda: "fenced broker 1" in healthy.log_text(),
+                15,
+                "the healthy broker to fence the paused one",
+            )
         finally:
             os.kill(zombie.proc.pid, signal.SIGCONT)
         sender.join(30)
@@ -76,11 +86,15 @@ def test_paused_broker_is_fenced_and_its_late_commit_refused(tmp_path: Path) -> 
         assert retried == {("fenced", 0): (0, 0)}
         batches = _fetch_all(healthy.port, "fenced")
         assert [offset for offset, _ in batches] == [0]
-        wait_until(lambda: "re-registered with epoch" in zombie.log_text(), 15,
-                   "the zombie to take a new epoch")
+        wait_until(
+            lambda: "re-registered with epoch" in zombie.log_text(),
+            15,
+            "the zombie to take a new epoch",
+        )
         # Back with a new epoch, the former zombie serves produce again.
-        second = build_batch([(b"k", b"after")], producer_id=4242, producer_epoch=0,
-                             base_sequence=1)
+        second = build_batch(
+            [(b"k", b"after")], producer_id=4242, producer_epoch=0, base_sequence=1
+        )
         with WireClient(zombie.port, timeout=30) as client:
             again = produce_errors(client.request(0, 7, produce_v7({"fenced": {0: second}})))
         assert again == {("fenced", 0): (0, 1)}

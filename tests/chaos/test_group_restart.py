@@ -47,8 +47,9 @@ def group_generation(broker: BrokerProcess, group: str) -> int:
     group is between generations)."""
     return int(
         wait_until(
-            lambda: probe_generation(broker.port, group, only_member_id(broker.bootstrap, group),
-                                     None),
+            lambda: probe_generation(
+                broker.port, group, only_member_id(broker.bootstrap, group), None
+            ),
             30,
             f"the generation of {group}",
             interval=0.3,
@@ -71,8 +72,16 @@ def test_committed_offsets_and_generation_survive_sigkill(
     members: list[GroupMember] = []
 
     def member(client: str, name: str, **kwargs: Any) -> GroupMember:
-        m = make_member(client, broker.bootstrap, topic_name, group, name,
-                        session_timeout_ms=6000, heartbeat_interval_ms=500, **kwargs)
+        m = make_member(
+            client,
+            broker.bootstrap,
+            topic_name,
+            group,
+            name,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+            **kwargs,
+        )
         members.append(m)
         return m.start()
 
@@ -120,11 +129,13 @@ def test_committed_offsets_and_generation_survive_sigkill(
         assert generation_after >= generation_before, (generation_before, generation_after)
 
         stop_all([main])
-        expected_end = {
-            p: 1 + max(o for (q, o) in produced if q == p) for p in range(PARTITIONS)
-        }
-        wait_until(lambda: committed_offsets(broker.bootstrap, group) == expected_end, 15,
-                   "the final commits to be visible", interval=0.5)
+        expected_end = {p: 1 + max(o for (q, o) in produced if q == p) for p in range(PARTITIONS)}
+        wait_until(
+            lambda: committed_offsets(broker.bootstrap, group) == expected_end,
+            15,
+            "the final commits to be visible",
+            interval=0.5,
+        )
 
         # Crash again with the group empty; a new consumer starts exactly at the commits.
         broker.kill()

@@ -90,8 +90,12 @@ class SteadyProducer:
             i = 0
             while not self.stop.is_set():
                 try:
-                    producer.produce(self.topic, value=f"p{self.n}-{i}".encode(),
-                                     partition=i % PARTITIONS, on_delivery=delivered)
+                    producer.produce(
+                        self.topic,
+                        value=f"p{self.n}-{i}".encode(),
+                        partition=i % PARTITIONS,
+                        on_delivery=delivered,
+                    )
                     i += 1
                     self.sent = i
                 except BufferError:
@@ -111,7 +115,8 @@ class TailingConsumer:
     bootstrap: str
     topic: str
     seen: dict[int, list[tuple[int, bytes]]] = field(
-        default_factory=lambda: {p: [] for p in range(PARTITIONS)})
+        default_factory=lambda: {p: [] for p in range(PARTITIONS)}
+    )
     errors: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
@@ -136,7 +141,8 @@ class TailingConsumer:
                 }
             )
             consumer.assign(
-                [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+                [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
+            )
             while not self.stop.is_set():
                 for m in consumer.consume(num_messages=2000, timeout=0.2):
                     if m.error() is not None:
@@ -161,8 +167,12 @@ def healthy(producers: list[SteadyProducer]) -> bool:
 
 @pytest.mark.timeout(120)
 def test_kill_one_of_three(broker_factory: BrokerFactory, tmp_path: Path, topic_name: str) -> None:
-    brokers = start_cluster(broker_factory, tmp_path / "cluster", [None, None, None],
-                            env={"PRODUCE_COMMIT_INTERVAL_MS": 50})
+    brokers = start_cluster(
+        broker_factory,
+        tmp_path / "cluster",
+        [None, None, None],
+        env={"PRODUCE_COMMIT_INTERVAL_MS": 50},
+    )
     bootstrap = bootstrap_of(brokers)
     create_topic(brokers[0].bootstrap, topic_name, PARTITIONS)
 
@@ -179,22 +189,29 @@ def test_kill_one_of_three(broker_factory: BrokerFactory, tmp_path: Path, topic_
     for thread in [*(p.thread for p in producers), tail.thread]:
         thread.start()
     try:
-        wait_until(lambda: total_acks(producers) >= ACKS_BEFORE_KILL or not healthy(producers),
-                   30, f"{ACKS_BEFORE_KILL} acks before the kill")
+        wait_until(
+            lambda: total_acks(producers) >= ACKS_BEFORE_KILL or not healthy(producers),
+            30,
+            f"{ACKS_BEFORE_KILL} acks before the kill",
+        )
         assert healthy(producers), [(p.error, p.fatal) for p in producers]
 
         in_flight = sum(p.sent for p in producers) - total_acks(producers)
         victim.kill()  # mid-stream: requests in flight, a WAL buffer half full
         killed_at = time.monotonic()
-        print(f"killed {victim.name} (leader of {led[brokers.index(victim) + 1]} partitions) "
-              f"with {in_flight} records unacknowledged")
+        print(
+            f"killed {victim.name} (leader of {led[brokers.index(victim) + 1]} partitions) "
+            f"with {in_flight} records unacknowledged"
+        )
 
         # After the session timeout Metadata names only the survivors, as every leader.
         moved = wait_until(
-            lambda: (v := metadata_view(bootstrap_of(survivors), "chaos-probe", topic_name))
-            and set(v.brokers) == survivor_ids
-            and set(v.leaders.values()) <= survivor_ids
-            and v,
+            lambda: (
+                (v := metadata_view(bootstrap_of(survivors), "chaos-probe", topic_name))
+                and set(v.brokers) == survivor_ids
+                and set(v.leaders.values()) <= survivor_ids
+                and v
+            ),
             SESSION_TIMEOUT_MS / 1000 + 10,
             "the dead broker to leave Metadata",
             interval=0.2,
@@ -202,7 +219,8 @@ def test_kill_one_of_three(broker_factory: BrokerFactory, tmp_path: Path, topic_
         left_after = time.monotonic() - killed_at
         print(f"dead broker left Metadata after {left_after:.1f}s; leaders {moved.leaders}")
         assert left_after >= SESSION_TIMEOUT_MS / 1000 - 1.5, (
-            f"the dead broker left Metadata after {left_after:.1f}s, before its session ended")
+            f"the dead broker left Metadata after {left_after:.1f}s, before its session ended"
+        )
         assert set(moved.leaders) == set(range(PARTITIONS)), moved
 
         # Producers make progress on the survivors, on every partition.

@@ -49,8 +49,7 @@ def start_cluster(
     until every broker's Metadata lists all of them, so tests never race registration."""
     brokers = [
         factory(
-            {**CLUSTER_ENV, **(env or {}), "BROKER_ID": i + 1,
-             **({"RACK": rack} if rack else {})},
+            {**CLUSTER_ENV, **(env or {}), "BROKER_ID": i + 1, **({"RACK": rack} if rack else {})},
             metrics=metrics,
             data_dir=data_dir,
         )
@@ -152,14 +151,15 @@ def metric_rows(samples: dict[Sample, float], name: str) -> list[tuple[dict[str,
 # ------------------------------------------------------------------- reading the log
 
 
-def high_watermarks(
-    bootstrap: str, client_id: str, topic: str, partitions: int
-) -> dict[int, int]:
+def high_watermarks(bootstrap: str, client_id: str, topic: str, partitions: int) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "client.id": client_id,
-         "group.id": f"hw-{uuid.uuid4().hex}"}
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "group.id": f"hw-{uuid.uuid4().hex}",
+        }
     )
     try:
         return {

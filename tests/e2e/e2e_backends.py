@@ -41,8 +41,9 @@ class Backend:
 def embedded(data_dir: Path) -> Backend:
     objects = (data_dir / "objects").resolve()
     objects.mkdir(parents=True, exist_ok=True)
-    return Backend(objects.as_uri(),
-                   "sqlite:///" + str((data_dir / "coordinator.sqlite3").resolve()))
+    return Backend(
+        objects.as_uri(), "sqlite:///" + str((data_dir / "coordinator.sqlite3").resolve())
+    )
 
 
 def _new_database(admin_url: str) -> str:
@@ -70,8 +71,9 @@ def scale_out(data_dir: Path) -> Backend:
         _new_database(os.environ["LAKELOG_TEST_POSTGRES_URL"]),
     )
     data_dir.mkdir(parents=True, exist_ok=True)
-    state.write_text(json.dumps({"storage_url": backend.storage_url,
-                                 "coordinator_url": backend.coordinator_url}))
+    state.write_text(
+        json.dumps({"storage_url": backend.storage_url, "coordinator_url": backend.coordinator_url})
+    )
     return backend
 
 

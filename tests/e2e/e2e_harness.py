@@ -310,8 +310,9 @@ class BrokerProcess:
         if not SCALE_OUT:
             if not self.wal_dir.is_dir():
                 return set()
-            return {"wal/" + p.name for p in self.wal_dir.iterdir()
-                    if p.is_file() and not _is_temp(p)}
+            return {
+                "wal/" + p.name for p in self.wal_dir.iterdir() if p.is_file() and not _is_temp(p)
+            }
         return self.backend.list_keys("wal")
 
 

@@ -495,8 +495,11 @@ def exactly_once_problems(
     extra = sorted(set(counts) - set(produced))
     if extra:
         problems.append(f"{len(extra)} consumed records were never produced: {extra[:limit]}")
-    wrong = [s for s in seen if (s.partition, s.offset) in produced
-             and produced[s.partition, s.offset] != s.value]
+    wrong = [
+        s
+        for s in seen
+        if (s.partition, s.offset) in produced and produced[s.partition, s.offset] != s.value
+    ]
     if wrong:
         problems.append(f"{len(wrong)} records with the wrong value, e.g. {wrong[:3]}")
     return problems
@@ -513,8 +516,12 @@ def produce(
     from confluent_kafka import Producer
 
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-         "message.timeout.ms": int(timeout * 1000)}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": int(timeout * 1000),
+        }
     )
     out: dict[tuple[int, int], bytes] = {}
     errors: list[str] = []
@@ -530,7 +537,9 @@ def produce(
         while True:
             try:
                 producer.produce(
-                    topic, value=f"{tag}-{i}".encode(), partition=i % partitions,
+                    topic,
+                    value=f"{tag}-{i}".encode(),
+                    partition=i % partitions,
                     on_delivery=delivered,
                 )
                 break
@@ -627,8 +636,9 @@ def probe_generation(
         with WireClient(port) as wire:
             for generation in range(1, limit + 1):
                 code = int(
-                    wire.request(12, 3, heartbeat_v3(group, generation, member_id, instance_id))
-                    .error_code
+                    wire.request(
+                        12, 3, heartbeat_v3(group, generation, member_id, instance_id)
+                    ).error_code
                 )
                 if code == NONE:
                     return generation

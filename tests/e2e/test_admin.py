@@ -47,10 +47,18 @@ def _result(future: Any) -> Any:
     return future.result(timeout=TIMEOUT)
 
 
-def _create(admin: AdminClient, name: str, partitions: int = 1, rf: int = 1,
-            config: dict[str, str] | None = None) -> None:
-    _result(admin.create_topics([NewTopic(name, partitions, rf, config=config or {})],
-                                operation_timeout=TIMEOUT)[name])
+def _create(
+    admin: AdminClient,
+    name: str,
+    partitions: int = 1,
+    rf: int = 1,
+    config: dict[str, str] | None = None,
+) -> None:
+    _result(
+        admin.create_topics(
+            [NewTopic(name, partitions, rf, config=config or {})], operation_timeout=TIMEOUT
+        )[name]
+    )
 
 
 def _error_name(exc: KafkaException) -> str:
@@ -67,12 +75,18 @@ def _topic_configs(admin: AdminClient, name: str) -> dict[str, ConfigEntry]:
 # ---------------------------------------------------------------- create
 
 
-def test_create_with_replication_factor_3_and_configs(shared_broker: BrokerProcess,
-                                                      topic_name: str) -> None:
+def test_create_with_replication_factor_3_and_configs(
+    shared_broker: BrokerProcess, topic_name: str
+) -> None:
     with kafka_admin(shared_broker.bootstrap) as client:
         response = client.create_topics(  # type: ignore[attr-defined]
-            {topic_name: {"num_partitions": 4, "replication_factor": 3,
-                          "configs": {"retention.ms": "3600000", "cleanup.policy": "compact"}}}
+            {
+                topic_name: {
+                    "num_partitions": 4,
+                    "replication_factor": 3,
+                    "configs": {"retention.ms": "3600000", "cleanup.policy": "compact"},
+                }
+            }
         )
         [created] = response["topics"]
         assert created["error_code"] == 0
@@ -93,21 +107,20 @@ def test_create_with_broker_defaults(admin: AdminClient, topic_name: str) -> Non
 
 
 def test_validate_only_creates_nothing(admin: AdminClient, topic_name: str) -> None:
-    futures = admin.create_topics([NewTopic(topic_name, 2, 3)], validate_only=True,
-                                  operation_timeout=TIMEOUT)
+    futures = admin.create_topics(
+        [NewTopic(topic_name, 2, 3)], validate_only=True, operation_timeout=TIMEOUT
+    )
     _result(futures[topic_name])
     assert topic_name not in admin.list_topics(timeout=TIMEOUT).topics
     _create(admin, topic_name, 2)  # the name is still free
 
 
-def test_duplicate_name(shared_broker: BrokerProcess, admin: AdminClient,
-                        topic_name: str) -> None:
+def test_duplicate_name(shared_broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
     _create(admin, topic_name)
     with pytest.raises(KafkaException) as info:
         _create(admin, topic_name)
     assert _error_name(info.value) == "TOPIC_ALREADY_EXISTS"
-    with kafka_admin(shared_broker.bootstrap) as client, \
-            pytest.raises(TopicAlreadyExistsError):
+    with kafka_admin(shared_broker.bootstrap) as client, pytest.raises(TopicAlreadyExistsError):
         client.create_topics({topic_name: {"num_partitions": 1}})  # type: ignore[attr-defined]
 
 
@@ -140,22 +153,33 @@ def test_manual_assignment(shared_broker: BrokerProcess, topic_name: str) -> Non
 # ---------------------------------------------------------------- partitions
 
 
-def test_create_partitions(shared_broker: BrokerProcess, admin: AdminClient,
-                           topic_name: str) -> None:
+def test_create_partitions(
+    shared_broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     _create(admin, topic_name, 2)
-    _result(admin.create_partitions([NewPartitions(topic_name, 5)],
-                                    operation_timeout=TIMEOUT)[topic_name])
-    wait_until(lambda: len(admin.list_topics(topic_name, timeout=TIMEOUT)
-                           .topics[topic_name].partitions) == 5, TIMEOUT, "5 partitions")
+    _result(
+        admin.create_partitions([NewPartitions(topic_name, 5)], operation_timeout=TIMEOUT)[
+            topic_name
+        ]
+    )
+    wait_until(
+        lambda: (
+            len(admin.list_topics(topic_name, timeout=TIMEOUT).topics[topic_name].partitions) == 5
+        ),
+        TIMEOUT,
+        "5 partitions",
+    )
     with pytest.raises(KafkaException) as info:
         _result(admin.create_partitions([NewPartitions(topic_name, 4)])[topic_name])
     assert _error_name(info.value) == "INVALID_PARTITIONS"
-    with kafka_admin(shared_broker.bootstrap) as client, \
-            pytest.raises(InvalidPartitionsError):
+    with kafka_admin(shared_broker.bootstrap) as client, pytest.raises(InvalidPartitionsError):
         client.create_partitions({topic_name: 5})  # type: ignore[attr-defined]
     with pytest.raises(KafkaException) as info:
-        _result(admin.create_partitions([NewPartitions(topic_name + "-missing", 4)])
-                [topic_name + "-missing"])
+        _result(
+            admin.create_partitions([NewPartitions(topic_name + "-missing", 4)])[
+                topic_name + "-missing"
+            ]
+        )
     assert _error_name(info.value) == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
@@ -177,13 +201,16 @@ def test_describe_configs_defaults_and_overrides(admin: AdminClient, topic_name:
     assert {"max.message.bytes", "segment.bytes", "min.insync.replicas"} <= configs.keys()
 
 
-def test_describe_configs_kafka_python(shared_broker: BrokerProcess, admin: AdminClient,
-                                       topic_name: str) -> None:
+def test_describe_configs_kafka_python(
+    shared_broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     _create(admin, topic_name, config={"cleanup.policy": "compact"})
     with kafka_admin(shared_broker.bootstrap) as client:
         result = client.describe_configs(  # type: ignore[attr-defined]
-            [KConfigResource(ConfigResourceType.TOPIC, topic_name)], include_synonyms=True,
-            config_filter="all")
+            [KConfigResource(ConfigResourceType.TOPIC, topic_name)],
+            include_synonyms=True,
+            config_filter="all",
+        )
     configs = result["topic"][topic_name]
     assert configs["cleanup.policy"]["value"] == "compact"
     assert configs["cleanup.policy"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
@@ -200,21 +227,30 @@ def test_describe_configs_unknown_topic(admin: AdminClient, topic_name: str) -> 
 
 def test_incremental_alter_set_delete_append(admin: AdminClient, topic_name: str) -> None:
     _create(admin, topic_name, config={"retention.ms": "1000"})
-    resource = ConfigResource(CResourceType.TOPIC, topic_name, incremental_configs=[
-        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
-        ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("cleanup.policy", "compact",
-                    incremental_operation=AlterConfigOpType.APPEND),
-    ])
+    resource = ConfigResource(
+        CResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+            ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry(
+                "cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND
+            ),
+        ],
+    )
     _result(admin.incremental_alter_configs([resource])[resource])
     configs = _topic_configs(admin, topic_name)
     assert configs["retention.ms"].is_default
     assert configs["retention.bytes"].value == "1048576"
     assert configs["cleanup.policy"].value == "delete,compact"
 
-    bad = ConfigResource(CResourceType.TOPIC, topic_name, incremental_configs=[
-        ConfigEntry("retention.bytes", "lots", incremental_operation=AlterConfigOpType.SET),
-    ])
+    bad = ConfigResource(
+        CResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("retention.bytes", "lots", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
     with pytest.raises(KafkaException) as info:
         _result(admin.incremental_alter_configs([bad])[bad])
     assert _error_name(info.value) == "INVALID_CONFIG"
@@ -223,40 +259,50 @@ def test_incremental_alter_set_delete_append(admin: AdminClient, topic_name: str
 
 def test_incremental_alter_validate_only(admin: AdminClient, topic_name: str) -> None:
     _create(admin, topic_name)
-    resource = ConfigResource(CResourceType.TOPIC, topic_name, incremental_configs=[
-        ConfigEntry("retention.ms", "5000", incremental_operation=AlterConfigOpType.SET),
-    ])
+    resource = ConfigResource(
+        CResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "5000", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
     _result(admin.incremental_alter_configs([resource], validate_only=True)[resource])
     assert _topic_configs(admin, topic_name)["retention.ms"].is_default
 
 
-def test_alter_configs_replaces(shared_broker: BrokerProcess, admin: AdminClient,
-                                topic_name: str) -> None:
+def test_alter_configs_replaces(
+    shared_broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     _create(admin, topic_name, config={"retention.ms": "1000", "cleanup.policy": "compact"})
     with kafka_admin(shared_broker.bootstrap) as client:
         result = client.alter_configs(  # type: ignore[attr-defined]
             [KConfigResource(ConfigResourceType.TOPIC, topic_name, {"retention.ms": "2000"})],
-            incremental=False, raise_on_unknown=False)
+            incremental=False,
+            raise_on_unknown=False,
+        )
     assert result["topic"][topic_name] == "OK"
     configs = _topic_configs(admin, topic_name)
     assert configs["retention.ms"].value == "2000"
     # kafka-python re-sends the other modified configs, so a replace keeps them...
     assert configs["cleanup.policy"].value == "compact"
     # ...while confluent's legacy alter_configs replaces the whole set.
-    resource = ConfigResource(CResourceType.TOPIC, topic_name,
-                              set_config={"retention.ms": "3000"})
+    resource = ConfigResource(CResourceType.TOPIC, topic_name, set_config={"retention.ms": "3000"})
     _result(admin.alter_configs([resource])[resource])
     configs = _topic_configs(admin, topic_name)
     assert configs["retention.ms"].value == "3000"
     assert configs["cleanup.policy"].is_default
 
 
-def test_kafka_python_alter_and_reset(shared_broker: BrokerProcess, admin: AdminClient,
-                                      topic_name: str) -> None:
+def test_kafka_python_alter_and_reset(
+    shared_broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     _create(admin, topic_name)
     with kafka_admin(shared_broker.bootstrap) as client:
-        resource = KConfigResource(ConfigResourceType.TOPIC, topic_name,
-                                   {"retention.ms": "777", "max.message.bytes": "2000"})
+        resource = KConfigResource(
+            ConfigResourceType.TOPIC,
+            topic_name,
+            {"retention.ms": "777", "max.message.bytes": "2000"},
+        )
         result = client.alter_configs([resource])  # type: ignore[attr-defined]
         assert result["topic"][topic_name] == "OK"
         assert _topic_configs(admin, topic_name)["retention.ms"].value == "777"
@@ -274,9 +320,13 @@ def test_broker_configs_are_read_only(shared_broker: BrokerProcess, admin: Admin
     configs = _result(admin.describe_configs([resource])[resource])
     assert configs["broker.id"].value == broker_id
     assert configs["num.partitions"].is_read_only
-    alter = ConfigResource(CResourceType.BROKER, broker_id, incremental_configs=[
-        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET),
-    ])
+    alter = ConfigResource(
+        CResourceType.BROKER,
+        broker_id,
+        incremental_configs=[
+            ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
     with pytest.raises(KafkaException) as info:
         _result(admin.incremental_alter_configs([alter])[alter])
     assert _error_name(info.value) == "INVALID_REQUEST"
@@ -285,33 +335,40 @@ def test_broker_configs_are_read_only(shared_broker: BrokerProcess, admin: Admin
 # ---------------------------------------------------------------- delete
 
 
-def test_delete_topics(shared_broker: BrokerProcess, admin: AdminClient,
-                       topic_name: str) -> None:
+def test_delete_topics(shared_broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
     _create(admin, topic_name, 2)
     _result(admin.delete_topics([topic_name], operation_timeout=TIMEOUT)[topic_name])
-    wait_until(lambda: topic_name not in admin.list_topics(timeout=TIMEOUT).topics,
-               TIMEOUT, "the topic to disappear")
+    wait_until(
+        lambda: topic_name not in admin.list_topics(timeout=TIMEOUT).topics,
+        TIMEOUT,
+        "the topic to disappear",
+    )
     with pytest.raises(KafkaException) as info:
         _result(admin.delete_topics([topic_name])[topic_name])
     assert _error_name(info.value) == "UNKNOWN_TOPIC_OR_PARTITION"
-    with kafka_admin(shared_broker.bootstrap) as client, \
-            pytest.raises(UnknownTopicOrPartitionError):
+    with (
+        kafka_admin(shared_broker.bootstrap) as client,
+        pytest.raises(UnknownTopicOrPartitionError),
+    ):
         client.delete_topics([topic_name])  # type: ignore[attr-defined]
     _create(admin, topic_name, 3)  # the name can be reused
-    assert len(admin.list_topics(topic_name, timeout=TIMEOUT)
-               .topics[topic_name].partitions) == 3
+    assert len(admin.list_topics(topic_name, timeout=TIMEOUT).topics[topic_name].partitions) == 3
 
 
-def test_delete_topic_by_id(shared_broker: BrokerProcess, admin: AdminClient,
-                            topic_name: str) -> None:
+def test_delete_topic_by_id(
+    shared_broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     _create(admin, topic_name)
     with kafka_admin(shared_broker.bootstrap) as client:
         [described] = client.describe_topics([topic_name])  # type: ignore[attr-defined]
         topic_id = uuid.UUID(str(described["topic_id"]))
         assert topic_id.int
         client.delete_topics([topic_id])  # type: ignore[attr-defined]
-    wait_until(lambda: topic_name not in admin.list_topics(timeout=TIMEOUT).topics,
-               TIMEOUT, "the topic to disappear")
+    wait_until(
+        lambda: topic_name not in admin.list_topics(timeout=TIMEOUT).topics,
+        TIMEOUT,
+        "the topic to disappear",
+    )
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> None:
@@ -324,8 +381,9 @@ def _produce(bootstrap: str, topic: str, count: int) -> None:
     assert producer.flush(TIMEOUT) == 0
 
 
-def test_delete_records_moves_log_start(shared_broker: BrokerProcess, admin: AdminClient,
-                                        topic_name: str) -> None:
+def test_delete_records_moves_log_start(
+    shared_broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     _create(admin, topic_name, 2)
     _produce(shared_broker.bootstrap, topic_name, 10)
     tp = TopicPartition(topic_name, 0, 4)
@@ -340,7 +398,8 @@ def test_delete_records_moves_log_start(shared_broker: BrokerProcess, admin: Adm
         from kafka import TopicPartition as KTopicPartition
 
         result = client.delete_records(  # type: ignore[attr-defined]
-            {KTopicPartition(topic_name, 0): -1})
+            {KTopicPartition(topic_name, 0): -1}
+        )
     assert result[KTopicPartition(topic_name, 0)]["low_watermark"] == 10
 
 
@@ -369,7 +428,8 @@ def test_two_brokers_share_one_cluster(broker_factory: Callable[..., BrokerProce
         assert sorted(b["broker_id"] for b in described["brokers"]) == [0, 7]
         assert described["controller_id"] == 0
         client.create_topics(  # type: ignore[attr-defined]
-            {"made-on-7": {"num_partitions": 2, "configs": {"retention.ms": "42"}}})
+            {"made-on-7": {"num_partitions": 2, "configs": {"retention.ms": "42"}}}
+        )
     admin = AdminClient({"bootstrap.servers": first.bootstrap})
     assert _topic_configs(admin, "made-on-7")["retention.ms"].value == "42"
     resource = ConfigResource(CResourceType.BROKER, "7")
@@ -377,8 +437,7 @@ def test_two_brokers_share_one_cluster(broker_factory: Callable[..., BrokerProce
     assert configs["broker.id"].value == "7"
 
 
-async def test_aiokafka_admin_old_versions(shared_broker: BrokerProcess,
-                                           topic_name: str) -> None:
+async def test_aiokafka_admin_old_versions(shared_broker: BrokerProcess, topic_name: str) -> None:
     """aiokafka sends only non-flexible versions (CreateTopics v2-4, DescribeConfigs v1-2)."""
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin import NewPartitions as ANewPartitions
@@ -390,12 +449,14 @@ async def test_aiokafka_admin_old_versions(shared_broker: BrokerProcess,
     await client.start()
     try:
         created = await client.create_topics(
-            [ANewTopic(topic_name, 2, 3, topic_configs={"retention.ms": "99"})])
+            [ANewTopic(topic_name, 2, 3, topic_configs={"retention.ms": "99"})]
+        )
         assert [t[1] for t in created.topic_errors] == [0]
         grown = await client.create_partitions({topic_name: ANewPartitions(3)})
         assert [t[1] for t in grown.topic_errors] == [0]
         [described] = await client.describe_configs(
-            [AConfigResource(AConfigResourceType.TOPIC, topic_name)])
+            [AConfigResource(AConfigResourceType.TOPIC, topic_name)]
+        )
         [resource] = described.resources
         assert resource[0] == 0
         values = {c[0]: c[1] for c in resource[4]}
@@ -413,7 +474,10 @@ async def test_aiokafka_admin_old_versions(shared_broker: BrokerProcess,
 def _cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(LAKELOG), "topics", *args, "--bootstrap-server", bootstrap],
-        capture_output=True, text=True, timeout=60, env=_cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_cli_env(),
     )
 
 
@@ -424,9 +488,19 @@ def _cli_env() -> dict[str, str]:
 
 def test_cli_create_list_describe_delete(shared_broker: BrokerProcess, topic_name: str) -> None:
     bootstrap = shared_broker.bootstrap
-    created = _cli(bootstrap, "create", topic_name, "--partitions", "3",
-                   "--replication-factor", "3", "--config", "retention.ms=60000",
-                   "--config", "cleanup.policy=compact")
+    created = _cli(
+        bootstrap,
+        "create",
+        topic_name,
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+        "--config",
+        "retention.ms=60000",
+        "--config",
+        "cleanup.policy=compact",
+    )
     assert created.returncode == 0, created.stderr
     assert f"Created topic {topic_name}." in created.stdout
 

@@ -48,8 +48,7 @@ class ZoneProducer:
     unflushed: int = -1
 
     def __post_init__(self) -> None:
-        self.thread = threading.Thread(target=self._run, name=f"producer-{self.zone}",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self._run, name=f"producer-{self.zone}", daemon=True)
 
     def _run(self) -> None:
         from confluent_kafka import Producer
@@ -72,8 +71,12 @@ class ZoneProducer:
                     self.acks.append((msg.value(), msg.partition(), msg.offset()))  # type: ignore[attr-defined]
 
             for i in range(PER_PRODUCER):
-                producer.produce(self.topic, value=f"{self.zone}:{i}".encode(),
-                                 partition=i % PARTITIONS, on_delivery=delivered)
+                producer.produce(
+                    self.topic,
+                    value=f"{self.zone}:{i}".encode(),
+                    partition=i % PARTITIONS,
+                    on_delivery=delivered,
+                )
                 producer.poll(0)
                 if i % 30 == 29:
                     time.sleep(0.02)  # ~1,500 records/s per zone over ~0.6 s
@@ -114,7 +117,10 @@ def test_three_zones_stay_in_zone(
             assert set(view.brokers) == {zone_id[zone]}, (zone, via.name, view)
             assert view.brokers[zone_id[zone]] == zone_broker[zone].bootstrap, view
             assert view.leaders == dict.fromkeys(range(PARTITIONS), zone_id[zone]), (
-                zone, via.name, view)
+                zone,
+                via.name,
+                view,
+            )
 
     producers = [ZoneProducer(z, zone_broker[z].bootstrap, topic_name) for z in ZONES]
     for p in producers:
@@ -162,12 +168,19 @@ def test_three_zones_stay_in_zone(
         broker = zone_broker[zone]
         assert broker.metrics_port is not None
         samples = scrape(broker.metrics_port)
-        cross = {d: metric_sum(samples, "lakelog_cross_zone_bytes_total", direction=d)
-                 for d in ("in", "out")}
+        cross = {
+            d: metric_sum(samples, "lakelog_cross_zone_bytes_total", direction=d)
+            for d in ("in", "out")
+        }
         assert cross == {"in": 0, "out": 0}, (zone, cross)
         for direction in ("in", "out"):
-            local = metric_sum(samples, "lakelog_zone_bytes_total", direction=direction,
-                               client_zone=zone, broker_zone=zone)
+            local = metric_sum(
+                samples,
+                "lakelog_zone_bytes_total",
+                direction=direction,
+                client_zone=zone,
+                broker_zone=zone,
+            )
             assert local > 0, (zone, direction, metric_rows(samples, "lakelog_zone_bytes_total"))
         foreign = [
             (labels, v)

@@ -39,8 +39,9 @@ def _cost_command() -> list[str]:
 def _run_cost(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
     env["COLUMNS"] = "200"  # rich wraps table cells at 80 columns when not on a terminal
-    return subprocess.run([*_cost_command(), *args], capture_output=True, text=True,
-                          env=env, timeout=60, check=False)
+    return subprocess.run(
+        [*_cost_command(), *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
 
 
 class Traffic:
@@ -52,8 +53,10 @@ class Traffic:
         self.consumed = 0
         self.samples: list[tuple[float, int]] = []
         self.errors: list[str] = []
-        self._threads = [threading.Thread(target=self._produce, args=(bootstrap, topic)),
-                         threading.Thread(target=self._consume, args=(bootstrap, topic))]
+        self._threads = [
+            threading.Thread(target=self._produce, args=(bootstrap, topic)),
+            threading.Thread(target=self._consume, args=(bootstrap, topic)),
+        ]
 
     def __enter__(self) -> Traffic:
         for thread in self._threads:
@@ -78,8 +81,14 @@ class Traffic:
             self.delivered += len(msg.value())
 
     def _produce(self, bootstrap: str, topic: str) -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "client.id": "lakelog_az=a",
-                             "linger.ms": 5, "acks": "all"})
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": "lakelog_az=a",
+                "linger.ms": 5,
+                "acks": "all",
+            }
+        )
         while not self.stop.is_set():
             for _ in range(PER_TICK):
                 producer.produce(topic, VALUE, on_delivery=self._on_delivery)
@@ -89,9 +98,15 @@ class Traffic:
         producer.flush(30)
 
     def _consume(self, bootstrap: str, topic: str) -> None:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": "lakelog_az=b",
-                             "group.id": f"{topic}-cost", "auto.offset.reset": "earliest",
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": "lakelog_az=b",
+                "group.id": f"{topic}-cost",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.subscribe([topic])
         while not self.stop.is_set():
             for message in consumer.consume(500, 0.1):
@@ -108,12 +123,16 @@ def zoned_broker(broker_factory: BrokerFactory, topic_name: str) -> Iterator[Bro
 
 
 def test_cost_over_a_window_follows_the_bytes_produced(
-    zoned_broker: BrokerProcess, topic_name: str,
+    zoned_broker: BrokerProcess,
+    topic_name: str,
 ) -> None:
     url = f"http://127.0.0.1:{zoned_broker.metrics_port}/metrics"
     with Traffic(zoned_broker.bootstrap, topic_name) as traffic:
-        wait_until(lambda: traffic.delivered > 200_000 and traffic.consumed > 0, 30,
-                   "steady produce and consume")
+        wait_until(
+            lambda: traffic.delivered > 200_000 and traffic.consumed > 0,
+            30,
+            "steady produce and consume",
+        )
         started = time.monotonic()
         run = _run_cost("--metrics", url, "--window-seconds", "2", "--json")
         ended = time.monotonic()
@@ -127,8 +146,7 @@ def test_cost_over_a_window_follows_the_bytes_produced(
     assert report["get_ranges_counted"] == "per_call"
 
     # bytes_in counts record batches: the values plus a little framing per record/batch.
-    assert 0.5 * produced_rate <= rates["bytes_in"] <= 2.0 * produced_rate, (
-        rates, produced_rate)
+    assert 0.5 * produced_rate <= rates["bytes_in"] <= 2.0 * produced_rate, (rates, produced_rate)
     assert rates["put_class_requests"] > 0
     assert rates["object_put_bytes"] >= 0.5 * rates["bytes_in"]  # WAL objects hold them
     assert rates["bytes_out"] > 0
@@ -139,21 +157,26 @@ def test_cost_over_a_window_follows_the_bytes_produced(
     items = {i["key"]: i for i in report["lakelog"]["items"]}
     assert all(items[k]["usd"] > 0 for k in ("put_list_requests", "storage", "cross_zone"))
     assert items["put_list_requests"]["usd"] == pytest.approx(
-        rates["put_class_requests"] * MONTH_SECONDS / 1000 * 0.005)
+        rates["put_class_requests"] * MONTH_SECONDS / 1000 * 0.005
+    )
     assert items["storage"]["quantity"] == pytest.approx(
-        rates["object_put_bytes"] * 7 * 86_400 / GB)
+        rates["object_put_bytes"] * 7 * 86_400 / GB
+    )
     assert items["cross_zone"]["usd"] == pytest.approx(
-        rates["bytes_in"] * MONTH_SECONDS / GB * 0.02)
-    assert report["lakelog"]["total_usd"] == pytest.approx(
-        sum(i["usd"] for i in items.values()))
+        rates["bytes_in"] * MONTH_SECONDS / GB * 0.02
+    )
+    assert report["lakelog"]["total_usd"] == pytest.approx(sum(i["usd"] for i in items.values()))
     classic = {i["key"]: i for i in report["classic_kafka_rf3"]["items"]}
     assert classic["replication"]["usd"] == pytest.approx(
-        2 * rates["bytes_in"] * MONTH_SECONDS / GB * 0.02)
+        2 * rates["bytes_in"] * MONTH_SECONDS / GB * 0.02
+    )
     assert classic["consume_cross_zone"]["usd"] > 0
 
 
 def test_cost_since_start_and_table_output(
-    zoned_broker: BrokerProcess, topic_name: str, tmp_path: Path,
+    zoned_broker: BrokerProcess,
+    topic_name: str,
+    tmp_path: Path,
 ) -> None:
     url = f"http://127.0.0.1:{zoned_broker.metrics_port}/metrics"
     producer = Producer({"bootstrap.servers": zoned_broker.bootstrap, "linger.ms": 5})
@@ -169,7 +192,8 @@ def test_cost_since_start_and_table_output(
     assert 500 * len(VALUE) <= total_in <= 1.2 * 500 * len(VALUE)
     # No zone on the producer: its bytes are unknown-zone traffic, noted, not priced.
     assert report["rates_per_second"]["unknown_zone_bytes"] == pytest.approx(
-        report["rates_per_second"]["bytes_in"])
+        report["rates_per_second"]["bytes_in"]
+    )
     assert any("no known zone" in note for note in report["notes"])
 
     derived = _run_cost("--metrics", url, "--since-start", "--json")
@@ -178,9 +202,25 @@ def test_cost_since_start_and_table_output(
 
     prices = tmp_path / "prices.toml"
     prices.write_text("storage_per_gb_month = 0.0\n")
-    table = _run_cost("--metrics", url, "--since-start", "--uptime-seconds", "100",
-                      "--prices", str(prices), "--retention-days", "30")
+    table = _run_cost(
+        "--metrics",
+        url,
+        "--since-start",
+        "--uptime-seconds",
+        "100",
+        "--prices",
+        str(prices),
+        "--retention-days",
+        "30",
+    )
     assert table.returncode == 0, table.stderr
-    for text in ("Lakelog, projected 30-day month", "Classic Kafka", "Storage (30 days",
-                 "$0.005 / 1,000 req", "$0 / GB-month", "Total", "Cross-zone transfer:"):
+    for text in (
+        "Lakelog, projected 30-day month",
+        "Classic Kafka",
+        "Storage (30 days",
+        "$0.005 / 1,000 req",
+        "$0 / GB-month",
+        "Total",
+        "Cross-zone transfer:",
+    ):
         assert text in table.stdout, table.stdout

@@ -97,8 +97,13 @@ def members() -> Iterator[list[GroupMember]]:
 
 
 def start(
-    members: list[GroupMember], client: str, broker: BrokerProcess, topic: str, group: str,
-    name: str, **kwargs: Any,
+    members: list[GroupMember],
+    client: str,
+    broker: BrokerProcess,
+    topic: str,
+    group: str,
+    name: str,
+    **kwargs: Any,
 ) -> GroupMember:
     kwargs.setdefault("session_timeout_ms", SESSION_TIMEOUT_MS)
     kwargs.setdefault("heartbeat_interval_ms", HEARTBEAT_MS)
@@ -130,9 +135,7 @@ def test_members_share_partitions_and_take_over_after_leave(
 ) -> None:
     create_topic(broker.bootstrap, topic_name, PARTITIONS)
     group = unique(f"share-{client}")
-    a, b, c = (
-        start(members, client, broker, topic_name, group, f"{client}-{n}") for n in "abc"
-    )
+    a, b, c = (start(members, client, broker, topic_name, group, f"{client}-{n}") for n in "abc")
 
     shares = wait_assignment([a, b, c], PARTITIONS, JOIN_TIMEOUT_S, "3 members to share 6")
     assert all(len(s) == 2 for s in shares.values()), shares
@@ -153,9 +156,7 @@ def test_members_share_partitions_and_take_over_after_leave(
     c.stop()
     assert c.closed_at is not None
     c_partitions = shares[c.name]
-    left_unread = sum(
-        1 for (p, o) in second if p in c_partitions and o >= c.committed.get(p, 0)
-    )
+    left_unread = sum(1 for (p, o) in second if p in c_partitions and o >= c.committed.get(p, 0))
     assert left_unread > 0, "c consumed everything before leaving: the test proves nothing"
 
     remaining = SESSION_TIMEOUT_MS / 1000 - (time.monotonic() - c.closed_at)
@@ -199,7 +200,7 @@ def test_cooperative_sticky_join_revokes_only_what_moves(
     for m in (a, b):
         assert after[m.name] <= before[m.name], f"{m.name} gained partitions: {m.describe()}"
         owned = set(before[m.name])
-        for event in m.events[marks[m.name]:]:
+        for event in m.events[marks[m.name] :]:
             assert event.kind != "lost", m.describe()
             if event.kind == "revoke":
                 assert event.partitions < owned, (
@@ -234,8 +235,16 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
     group = unique(f"static-{client}")
     session_ms = 10_000
     current = {
-        n: start(members, client, broker, topic_name, group, f"static-{n}-0",
-                 instance_id=f"instance-{n}", session_timeout_ms=session_ms)
+        n: start(
+            members,
+            client,
+            broker,
+            topic_name,
+            group,
+            f"static-{n}-0",
+            instance_id=f"instance-{n}",
+            session_timeout_ms=session_ms,
+        )
         for n in "abc"
     }
     shares = wait_assignment(list(current.values()), PARTITIONS, JOIN_TIMEOUT_S, "3 static")
@@ -251,18 +260,27 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
         marks = {m.name: m.event_count() for m in others}
         old = current[n]
         old.stop()  # a static member's close sends no LeaveGroup
-        new = start(members, client, broker, topic_name, group, f"static-{n}-{round_}",
-                    instance_id=f"instance-{n}", session_timeout_ms=session_ms)
+        new = start(
+            members,
+            client,
+            broker,
+            topic_name,
+            group,
+            f"static-{n}-{round_}",
+            instance_id=f"instance-{n}",
+            session_timeout_ms=session_ms,
+        )
         current[n] = new
-        back = wait_assignment(list(current.values()), PARTITIONS, session_ms / 1000,
-                               f"instance-{n} to come back")
+        back = wait_assignment(
+            list(current.values()), PARTITIONS, session_ms / 1000, f"instance-{n} to come back"
+        )
         assert old.closed_at is not None and time.monotonic() - old.closed_at < session_ms / 1000
         assert back[new.name] == owned[n], (n, back, owned)
         more = produce(broker.bootstrap, topic_name, PARTITIONS, 300, f"round{round_}")
         produced.update(more)
         settle(members, len(produced), quiet_s=2 * HEARTBEAT_MS / 1000 + 0.5)
         for m in others:
-            assert m.events[marks[m.name]:] == [], (
+            assert m.events[marks[m.name] :] == [], (
                 f"restarting instance-{n} rebalanced the group: {m.describe()}"
             )
         ids_now = describe_members(broker.bootstrap, group)
@@ -272,9 +290,10 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
                 assert ids_now[f"instance-{k}"] == ids[f"instance-{k}"], (k, ids, ids_now)
         ids = ids_now
         witness = next(k for k in "abc" if k != n)
-        assert probe_generation(
-            broker.port, group, ids[f"instance-{witness}"], f"instance-{witness}"
-        ) == generation, f"restarting instance-{n} bumped the generation"
+        assert (
+            probe_generation(broker.port, group, ids[f"instance-{witness}"], f"instance-{witness}")
+            == generation
+        ), f"restarting instance-{n} bumped the generation"
     assert_exactly_once(produced, members)
 
 
@@ -352,9 +371,10 @@ def test_list_describe_delete_groups_and_multi_group_offsets(
         assert desc["group_state"] == "Stable", desc
         assert desc["protocol_type"] == "consumer" and desc["protocol_data"] == "range", desc
         by_client = {m["client_id"]: kafka_python_partitions(m) for m in desc["members"]}
-        assert by_client == {
-            n: {(topic_name, p) for p in s} for n, s in shares.items()
-        }, (by_client, shares)
+        assert by_client == {n: {(topic_name, p) for p in s} for n, s in shares.items()}, (
+            by_client,
+            shares,
+        )
         cdesc = cadmin.describe_consumer_groups([group], request_timeout=15)[group].result(
             timeout=20
         )
@@ -377,8 +397,11 @@ def test_list_describe_delete_groups_and_multi_group_offsets(
         }, refused
 
         stop_all([a, b])
-        wait_until(lambda: k.describe_groups([group])[group]["group_state"] == "Empty",
-                   SESSION_TIMEOUT_MS / 1000, "the group to become Empty after its members left")
+        wait_until(
+            lambda: k.describe_groups([group])[group]["group_state"] == "Empty",
+            SESSION_TIMEOUT_MS / 1000,
+            "the group to become Empty after its members left",
+        )
 
         # Committed offsets of several groups in one OffsetFetch (v8+), three ways.
         expected_live = {p: ends[p] for p in range(PARTITIONS)}
@@ -389,14 +412,25 @@ def test_list_describe_delete_groups_and_multi_group_offsets(
         }
         missing_group = unique("never-existed")
         with WireClient(broker.port) as wire:
-            resp = wire.request(9, 8, offset_fetch_v8({
-                group: None, other: [(topic_name, [0, 1])], missing_group: [(topic_name, [0])],
-            }))
+            resp = wire.request(
+                9,
+                8,
+                offset_fetch_v8(
+                    {
+                        group: None,
+                        other: [(topic_name, [0, 1])],
+                        missing_group: [(topic_name, [0])],
+                    }
+                ),
+            )
         got = {
             str(g.group_id): (
                 int(g.error_code),
-                {(int(p.partition_index), int(p.committed_offset), int(p.error_code))
-                 for t in g.topics for p in t.partitions},
+                {
+                    (int(p.partition_index), int(p.committed_offset), int(p.error_code))
+                    for t in g.topics
+                    for p in t.partitions
+                },
             )
             for g in resp.groups
         }

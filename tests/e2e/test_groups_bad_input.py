@@ -107,7 +107,9 @@ def sync_request(
 def heartbeat_request(group: str, generation: int, member_id: str) -> Any:
     m = request_class(HEARTBEAT, 3)
     return m.HeartbeatRequest(
-        group_id=GroupId(group), generation_id=i32(generation), member_id=member_id,
+        group_id=GroupId(group),
+        generation_id=i32(generation),
+        member_id=member_id,
         group_instance_id=None,
     )
 
@@ -123,8 +125,13 @@ def leave_request(group: str, member_id: str, version: int = 3) -> Any:
 
 
 def commit_request(
-    group: str, generation: int, member_id: str, offset: int, metadata: str | None = "",
-    topic: str = RAW_TOPIC, partition: int = 0,
+    group: str,
+    generation: int,
+    member_id: str,
+    offset: int,
+    metadata: str | None = "",
+    topic: str = RAW_TOPIC,
+    partition: int = 0,
 ) -> Any:
     m = request_class(COMMIT, 7)
     return m.OffsetCommitRequest(
@@ -137,7 +144,8 @@ def commit_request(
                 name=TopicName(topic),
                 partitions=(
                     m.OffsetCommitRequestPartition(
-                        partition_index=i32(partition), committed_offset=i64(offset),
+                        partition_index=i32(partition),
+                        committed_offset=i64(offset),
                         committed_metadata=metadata,
                     ),
                 ),
@@ -196,10 +204,16 @@ class RawMember:
         return response
 
     def sync(self, wire: WireClient) -> None:
-        response = wire.request(SYNC, 3, sync_request(
-            self.group, self.generation, self.member_id,
-            {self.member_id: assignment_bytes({RAW_TOPIC: [0, 1]})},
-        ))
+        response = wire.request(
+            SYNC,
+            3,
+            sync_request(
+                self.group,
+                self.generation,
+                self.member_id,
+                {self.member_id: assignment_bytes({RAW_TOPIC: [0, 1]})},
+            ),
+        )
         assert int(response.error_code) == NONE, response
         assert parse_assignment(response.assignment) == {RAW_TOPIC: [0, 1]}, response
 
@@ -241,8 +255,15 @@ class LiveGroup:
     def __init__(self, broker: BrokerProcess) -> None:
         self.broker = broker
         self.members: list[GroupMember] = [
-            make_member("kafka-python", broker.bootstrap, LIVE_TOPIC, LIVE_GROUP, f"live-{n}",
-                        session_timeout_ms=6000, heartbeat_interval_ms=500)
+            make_member(
+                "kafka-python",
+                broker.bootstrap,
+                LIVE_TOPIC,
+                LIVE_GROUP,
+                f"live-{n}",
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=500,
+            )
             for n in "ab"
         ]
         self.produced: dict[tuple[int, int], bytes] = {}
@@ -344,13 +365,13 @@ def test_unknown_member_id(wire: WireClient, live: LiveGroup) -> None:
     # The same against the live client group, which must not notice.
     hb_live = wire.request(HEARTBEAT, 3, heartbeat_request(LIVE_GROUP, 1, stranger))
     assert int(hb_live.error_code) == UNKNOWN_MEMBER_ID, hb_live
-    live_commit = wire.request(
-        COMMIT, 7, commit_request(LIVE_GROUP, -1, "", 0, topic=LIVE_TOPIC)
-    )
+    live_commit = wire.request(COMMIT, 7, commit_request(LIVE_GROUP, -1, "", 0, topic=LIVE_TOPIC))
     assert commit_errors(live_commit) == [UNKNOWN_MEMBER_ID], live_commit
     # The real member is untouched by all this.
-    assert int(wire.request(HEARTBEAT, 3, heartbeat_request(
-        raw.group, g, raw.member_id)).error_code) == NONE
+    assert (
+        int(wire.request(HEARTBEAT, 3, heartbeat_request(raw.group, g, raw.member_id)).error_code)
+        == NONE
+    )
 
 
 def test_illegal_generation(wire: WireClient) -> None:
@@ -374,20 +395,31 @@ def test_illegal_generation(wire: WireClient) -> None:
 
 def test_inconsistent_group_protocol(wire: WireClient) -> None:
     raw = RawMember(unique("inconsistent")).form(wire)
-    other_type = join_request(raw.group, protocol_type="connect",
-                              protocols=[("default", b"\x00\x01")])
+    other_type = join_request(
+        raw.group, protocol_type="connect", protocols=[("default", b"\x00\x01")]
+    )
     response = wire.request(JOIN, 5, other_type)
     if int(response.error_code) == MEMBER_ID_REQUIRED:
         # Kafka checks the protocol before handing out a member id; accept either order.
-        response = wire.request(JOIN, 5, join_request(
-            raw.group, response.member_id, protocol_type="connect",
-            protocols=[("default", b"\x00\x01")]))
+        response = wire.request(
+            JOIN,
+            5,
+            join_request(
+                raw.group,
+                response.member_id,
+                protocol_type="connect",
+                protocols=[("default", b"\x00\x01")],
+            ),
+        )
     assert int(response.error_code) == INCONSISTENT_GROUP_PROTOCOL, response
     no_common = join_request(raw.group, protocols=[("no-such-assignor", b"")])
     response = wire.request(JOIN, 5, no_common)
     if int(response.error_code) == MEMBER_ID_REQUIRED:
-        response = wire.request(JOIN, 5, join_request(
-            raw.group, response.member_id, protocols=[("no-such-assignor", b"")]))
+        response = wire.request(
+            JOIN,
+            5,
+            join_request(raw.group, response.member_id, protocols=[("no-such-assignor", b"")]),
+        )
     assert int(response.error_code) == INCONSISTENT_GROUP_PROTOCOL, response
     # The group itself did not move.
     hb = wire.request(HEARTBEAT, 3, heartbeat_request(raw.group, raw.generation, raw.member_id))
@@ -404,8 +436,9 @@ def test_offset_metadata_too_large(wire: WireClient) -> None:
     assert (error, offset, metadata, part_error) == (0, 3, "m" * 4096, 0), (error, offset)
     # Same through a member of a live raw group.
     raw = RawMember(unique("metadata-size-member")).form(wire)
-    big = wire.request(COMMIT, 7, commit_request(
-        raw.group, raw.generation, raw.member_id, 4, metadata="x" * 5000))
+    big = wire.request(
+        COMMIT, 7, commit_request(raw.group, raw.generation, raw.member_id, 4, metadata="x" * 5000)
+    )
     assert commit_errors(big) == [OFFSET_METADATA_TOO_LARGE], big
 
 

@@ -48,9 +48,13 @@ GROUPS = _groups_command()
 
 def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
-    return subprocess.run([*GROUPS, *args, "--bootstrap-server", bootstrap],
-                          capture_output=True, text=True, timeout=60,
-                          env={**env, "COLUMNS": "250", "NO_COLOR": "1"})
+    return subprocess.run(
+        [*GROUPS, *args, "--bootstrap-server", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "COLUMNS": "250", "NO_COLOR": "1"},
+    )
 
 
 def cli_json(bootstrap: str, *args: str) -> Any:
@@ -90,9 +94,14 @@ def topic(shared_broker: BrokerProcess, topic_name: str) -> str:
 
 def consume_and_commit(bootstrap: str, topic: str, group_id: str) -> KafkaConsumer:
     """A group member that has read everything and committed COMMITS; left running."""
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group_id,
-                             client_id=CLIENT_ID, auto_offset_reset="earliest",
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        client_id=CLIENT_ID,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     seen = 0
 
     def read_all() -> bool:
@@ -102,8 +111,9 @@ def consume_and_commit(bootstrap: str, topic: str, group_id: str) -> KafkaConsum
 
     try:
         wait_until(read_all, TIMEOUT, "the consumer to read every record")
-        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
-                         for p, o in COMMITS.items()})
+        consumer.commit(
+            {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in COMMITS.items()}
+        )
     except BaseException:
         consumer.close()
         raise
@@ -123,8 +133,11 @@ def active(shared_broker: BrokerProcess, topic: str, group_id: str) -> Iterator[
 def stopped(shared_broker: BrokerProcess, topic: str, group_id: str) -> None:
     """The group after its only consumer left: Empty, with COMMITS committed."""
     consume_and_commit(shared_broker.bootstrap, topic, group_id).close()
-    wait_until(lambda: group_state(shared_broker.bootstrap, group_id) == "Empty", TIMEOUT,
-               "the group to become Empty")
+    wait_until(
+        lambda: group_state(shared_broker.bootstrap, group_id) == "Empty",
+        TIMEOUT,
+        "the group to become Empty",
+    )
 
 
 def group_state(bootstrap: str, group_id: str) -> str:
@@ -142,8 +155,9 @@ def committed(bootstrap: str, group_id: str) -> dict[tuple[str, int], int]:
 # ---------------------------------------------------------------- list and describe
 
 
-def test_list_and_describe_an_active_group(shared_broker: BrokerProcess, topic: str,
-                                           group_id: str, active: KafkaConsumer) -> None:
+def test_list_and_describe_an_active_group(
+    shared_broker: BrokerProcess, topic: str, group_id: str, active: KafkaConsumer
+) -> None:
     bootstrap = shared_broker.bootstrap
     listed = {g["group"]: g for g in cli_json(bootstrap, "list")}
     assert listed[group_id] == {"group": group_id, "state": "Stable", "protocol_type": "consumer"}
@@ -170,8 +184,11 @@ def test_list_and_describe_an_active_group(shared_broker: BrokerProcess, topic: 
     [members] = cli_json(bootstrap, "describe", group_id, "--members")
     [ours] = members["members"]
     assert ours["consumer_id"] == member["member_id"]
-    theirs_assigned = {(a["topic"], p) for a in member["member_assignment"]["assigned_partitions"]
-                       for p in a["partitions"]}
+    theirs_assigned = {
+        (a["topic"], p)
+        for a in member["member_assignment"]["assigned_partitions"]
+        for p in a["partitions"]
+    }
     assert {(a["topic"], a["partition"]) for a in ours["assignment"]} == theirs_assigned
 
     [state] = cli_json(bootstrap, "describe", group_id, "--state")
@@ -187,9 +204,9 @@ def test_list_and_describe_an_active_group(shared_broker: BrokerProcess, topic: 
     assert member["member_id"] in table.stdout
 
 
-def test_an_active_group_cannot_be_reset_or_deleted(shared_broker: BrokerProcess, topic: str,
-                                                    group_id: str,
-                                                    active: KafkaConsumer) -> None:
+def test_an_active_group_cannot_be_reset_or_deleted(
+    shared_broker: BrokerProcess, topic: str, group_id: str, active: KafkaConsumer
+) -> None:
     bootstrap = shared_broker.bootstrap
     before = committed(bootstrap, group_id)
     for mode in ("--to-earliest", "--to-latest"):
@@ -210,24 +227,39 @@ def test_an_active_group_cannot_be_reset_or_deleted(shared_broker: BrokerProcess
     assert committed(bootstrap, group_id) == before
 
 
-def test_describe_shows_each_members_partitions(shared_broker: BrokerProcess, topic: str,
-                                               group_id: str, active: KafkaConsumer) -> None:
+def test_describe_shows_each_members_partitions(
+    shared_broker: BrokerProcess, topic: str, group_id: str, active: KafkaConsumer
+) -> None:
     bootstrap = shared_broker.bootstrap
-    second = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group_id,
-                           client_id=f"{CLIENT_ID}-2", enable_auto_commit=False)
+    second = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        client_id=f"{CLIENT_ID}-2",
+        enable_auto_commit=False,
+    )
     try:
+
         def balanced() -> bool:
             active.poll(timeout_ms=100)
             second.poll(timeout_ms=100)
             mine, theirs = active.assignment(), second.assignment()
-            return (bool(mine) and bool(theirs) and len(mine) + len(theirs) == PARTITIONS
-                    and group_state(bootstrap, group_id) == "Stable")
+            return (
+                bool(mine)
+                and bool(theirs)
+                and len(mine) + len(theirs) == PARTITIONS
+                and group_state(bootstrap, group_id) == "Stable"
+            )
 
         wait_until(balanced, TIMEOUT, "both consumers to own partitions")
         with kafka_admin(bootstrap) as admin:
             theirs = admin.describe_groups([group_id])[group_id]  # type: ignore[attr-defined]
-        owner = {(a["topic"], p): m["member_id"] for m in theirs["members"]
-                 for a in m["member_assignment"]["assigned_partitions"] for p in a["partitions"]}
+        owner = {
+            (a["topic"], p): m["member_id"]
+            for m in theirs["members"]
+            for a in m["member_assignment"]["assigned_partitions"]
+            for p in a["partitions"]
+        }
         [report] = cli_json(bootstrap, "describe", group_id)
         assert {(r["topic"], r["partition"]): r["consumer_id"] for r in report["offsets"]} == owner
         assert len(set(owner.values())) == 2
@@ -239,16 +271,15 @@ def test_describe_shows_each_members_partitions(shared_broker: BrokerProcess, to
 
 
 @pytest.mark.usefixtures("stopped")
-def test_describe_a_stopped_group(shared_broker: BrokerProcess, topic: str,
-                                  group_id: str) -> None:
+def test_describe_a_stopped_group(shared_broker: BrokerProcess, topic: str, group_id: str) -> None:
     bootstrap = shared_broker.bootstrap
     assert group_id in {g["group"] for g in cli_json(bootstrap, "list", "--state", "empty")}
     [report] = cli_json(bootstrap, "describe", group_id)
     assert report["state"] == "Empty"
-    assert [(r["partition"], r["current_offset"], r["log_end_offset"], r["lag"],
-             r["consumer_id"]) for r in report["offsets"]] == [
-        (p, o, END, END - o, None) for p, o in sorted(COMMITS.items())
-    ]
+    assert [
+        (r["partition"], r["current_offset"], r["log_end_offset"], r["lag"], r["consumer_id"])
+        for r in report["offsets"]
+    ] == [(p, o, END, END - o, None) for p, o in sorted(COMMITS.items())]
     table = cli(bootstrap, "describe", group_id)
     assert table.returncode == 0
     assert "has no active members" in table.stderr
@@ -267,8 +298,9 @@ def reset(bootstrap: str, group_id: str, *args: str) -> dict[tuple[str, int], in
 
 
 @pytest.mark.usefixtures("stopped")
-def test_reset_offsets_dry_run_then_execute(shared_broker: BrokerProcess, topic: str,
-                                            group_id: str) -> None:
+def test_reset_offsets_dry_run_then_execute(
+    shared_broker: BrokerProcess, topic: str, group_id: str
+) -> None:
     bootstrap = shared_broker.bootstrap
     every = {(topic, p) for p in range(PARTITIONS)}
     start = committed(bootstrap, group_id)
@@ -279,12 +311,21 @@ def test_reset_offsets_dry_run_then_execute(shared_broker: BrokerProcess, topic:
     dry = cli(bootstrap, "reset-offsets", group_id, "--topic", topic, "--to-earliest")
     assert "NEW-OFFSET" in dry.stdout and "Dry run" in dry.stderr
 
-    assert reset(bootstrap, group_id, "--topic", f"{topic}:0", "--to-earliest",
-                 "--execute") == {(topic, 0): 0}
+    assert reset(bootstrap, group_id, "--topic", f"{topic}:0", "--to-earliest", "--execute") == {
+        (topic, 0): 0
+    }
     assert committed(bootstrap, group_id) == {**start, (topic, 0): 0}
 
-    shifted = cli(bootstrap, "reset-offsets", group_id, "--topic", f"{topic}:0,1",
-                  "--shift-by", "3", "--execute")
+    shifted = cli(
+        bootstrap,
+        "reset-offsets",
+        group_id,
+        "--topic",
+        f"{topic}:0,1",
+        "--shift-by",
+        "3",
+        "--execute",
+    )
     assert shifted.returncode == 0, shifted.stderr
     assert f"offset {END + 3} for {topic}-1 is past the log end; using {END}" in shifted.stderr
     assert committed(bootstrap, group_id) == {(topic, 0): 3, (topic, 1): END}
@@ -293,50 +334,68 @@ def test_reset_offsets_dry_run_then_execute(shared_broker: BrokerProcess, topic:
     assert no_commit.returncode == 1
     assert f"{topic}-2" in no_commit.stderr
 
-    assert reset(bootstrap, group_id, "--topic", topic, "--to-offset", "7",
-                 "--execute") == dict.fromkeys(every, 7)
+    assert reset(
+        bootstrap, group_id, "--topic", topic, "--to-offset", "7", "--execute"
+    ) == dict.fromkeys(every, 7)
     assert committed(bootstrap, group_id) == dict.fromkeys(every, 7)
 
     half_hour_ago = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=30)
-    assert reset(bootstrap, group_id, "--all-topics", "--to-datetime",
-                 half_hour_ago.isoformat(), "--execute") == dict.fromkeys(every, OLD)
+    assert reset(
+        bootstrap, group_id, "--all-topics", "--to-datetime", half_hour_ago.isoformat(), "--execute"
+    ) == dict.fromkeys(every, OLD)
     assert committed(bootstrap, group_id) == dict.fromkeys(every, OLD)
 
-    assert reset(bootstrap, group_id, "--all-topics", "--to-datetime",
-                 "2999-01-01T00:00:00Z") == dict.fromkeys(every, END)
-    assert reset(bootstrap, group_id, "--all-topics", "--to-latest",
-                 "--execute") == dict.fromkeys(every, END)
+    assert reset(
+        bootstrap, group_id, "--all-topics", "--to-datetime", "2999-01-01T00:00:00Z"
+    ) == dict.fromkeys(every, END)
+    assert reset(bootstrap, group_id, "--all-topics", "--to-latest", "--execute") == dict.fromkeys(
+        every, END
+    )
     assert committed(bootstrap, group_id) == dict.fromkeys(every, END)
 
 
 @pytest.mark.usefixtures("stopped")
-def test_a_consumer_resumes_from_reset_offsets(shared_broker: BrokerProcess, topic: str,
-                                               group_id: str) -> None:
+def test_a_consumer_resumes_from_reset_offsets(
+    shared_broker: BrokerProcess, topic: str, group_id: str
+) -> None:
     bootstrap = shared_broker.bootstrap
     reset(bootstrap, group_id, "--all-topics", "--to-offset", str(END - 2), "--execute")
-    reset(bootstrap, group_id, "--topic", f"{topic}:2", "--to-offset", str(END - 2),
-          "--execute")
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group_id,
-                             auto_offset_reset="latest", enable_auto_commit=False)
+    reset(bootstrap, group_id, "--topic", f"{topic}:2", "--to-offset", str(END - 2), "--execute")
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        auto_offset_reset="latest",
+        enable_auto_commit=False,
+    )
     got: list[tuple[int, int]] = []
     try:
-        wait_until(lambda: got.extend((r.partition, r.offset)
-                                      for rs in consumer.poll(timeout_ms=500).values()
-                                      for r in rs) or len(got) >= 2 * PARTITIONS,
-                   TIMEOUT, "the consumer to read from the reset offsets")
+        wait_until(
+            lambda: (
+                got.extend(
+                    (r.partition, r.offset)
+                    for rs in consumer.poll(timeout_ms=500).values()
+                    for r in rs
+                )
+                or len(got) >= 2 * PARTITIONS
+            ),
+            TIMEOUT,
+            "the consumer to read from the reset offsets",
+        )
     finally:
         consumer.close()
     assert sorted(got) == [(p, o) for p in range(PARTITIONS) for o in (END - 2, END - 1)]
 
 
 def test_reset_a_group_that_does_not_exist_creates_its_offsets(
-        shared_broker: BrokerProcess, topic: str, group_id: str) -> None:
+    shared_broker: BrokerProcess, topic: str, group_id: str
+) -> None:
     bootstrap = shared_broker.bootstrap
-    assert reset(bootstrap, group_id, "--topic", f"{topic}:1", "--to-offset", "6",
-                 "--execute") == {(topic, 1): 6}
+    assert reset(bootstrap, group_id, "--topic", f"{topic}:1", "--to-offset", "6", "--execute") == {
+        (topic, 1): 6
+    }
     assert committed(bootstrap, group_id) == {(topic, 1): 6}
-    unknown = cli(bootstrap, "reset-offsets", group_id, "--topic", f"{topic}-nope",
-                  "--to-earliest")
+    unknown = cli(bootstrap, "reset-offsets", group_id, "--topic", f"{topic}-nope", "--to-earliest")
     assert unknown.returncode == 1
     assert "Error" in unknown.stderr
 
@@ -350,8 +409,10 @@ def test_delete(shared_broker: BrokerProcess, topic: str, group_id: str) -> None
     missing = f"{group_id}-missing"
     done = cli(bootstrap, "delete", group_id, missing, "--json")
     assert done.returncode == 1
-    assert json.loads(done.stdout) == [{"group": group_id, "error": None},
-                                       {"group": missing, "error": "GROUP_ID_NOT_FOUND"}]
+    assert json.loads(done.stdout) == [
+        {"group": group_id, "error": None},
+        {"group": missing, "error": "GROUP_ID_NOT_FOUND"},
+    ]
     with kafka_admin(bootstrap) as admin:
         listed = admin.list_groups()  # type: ignore[attr-defined]
     assert group_id not in {g["group_id"] for g in listed}
@@ -376,8 +437,12 @@ OLDEST = {
 
 @pytest.mark.parametrize("versions", ["newest", "oldest"])
 async def test_admin_client_at_every_version_family(
-        shared_broker: BrokerProcess, topic: str, group_id: str, versions: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    shared_broker: BrokerProcess,
+    topic: str,
+    group_id: str,
+    versions: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The pre-flexible and pre-batched request forms (FindCoordinator < 4, ListGroups
     without a states filter, OffsetFetch < 8) give the same answers as the newest."""
     if versions == "oldest":
@@ -400,8 +465,7 @@ async def test_admin_client_at_every_version_family(
         listed = await client.list_groups(["Empty"])
         assert any(g.group_id == group_id and g.state == "Empty" for g in listed)
         assert not any(g.group_id == group_id for g in await client.list_groups(["Stable"]))
-        assert await client.delete_groups([group_id]) == {
-            group_id: ErrorCode.none}
+        assert await client.delete_groups([group_id]) == {group_id: ErrorCode.none}
         assert await client.committed_offsets(group_id) == {}
 
 
@@ -424,22 +488,26 @@ def test_group_requests_go_to_the_coordinator(broker_factory: Any, topic_name: s
                     return candidate
         return None
 
-    group_id = wait_until(lambda: asyncio.run(coordinated_by_second()), TIMEOUT,
-                          "both brokers to be live")
+    group_id = wait_until(
+        lambda: asyncio.run(coordinated_by_second()), TIMEOUT, "both brokers to be live"
+    )
     bootstrap = first.bootstrap
     topic = fill_topic(bootstrap, topic_name)
     consume_and_commit(bootstrap, topic, group_id).close()
-    wait_until(lambda: group_state(bootstrap, group_id) == "Empty", TIMEOUT,
-               "the group to become Empty")
+    wait_until(
+        lambda: group_state(bootstrap, group_id) == "Empty", TIMEOUT, "the group to become Empty"
+    )
 
     assert group_id in {g["group"] for g in cli_json(bootstrap, "list")}
     [state] = cli_json(bootstrap, "describe", group_id, "--state")
     assert (state["coordinator"]["id"], state["coordinator"]["port"]) == (1, second.port)
     [report] = cli_json(bootstrap, "describe", group_id)
     assert [(r["partition"], r["current_offset"], r["lag"]) for r in report["offsets"]] == [
-        (p, o, END - o) for p, o in sorted(COMMITS.items())]
+        (p, o, END - o) for p, o in sorted(COMMITS.items())
+    ]
     assert reset(bootstrap, group_id, "--all-topics", "--to-earliest", "--execute") == {
-        (topic, p): 0 for p in COMMITS}
+        (topic, p): 0 for p in COMMITS
+    }
     assert committed(bootstrap, group_id) == {(topic, p): 0 for p in COMMITS}
     deleted = cli(bootstrap, "delete", group_id)
     assert deleted.returncode == 0, deleted.stderr

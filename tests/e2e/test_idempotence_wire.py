@@ -20,17 +20,29 @@ def _init_producer_id(
     client: WireClient, producer_id: int = -1, epoch: int = -1
 ) -> tuple[int, int]:
     m = request_class(22, 4)
-    response = client.request(22, 4, m.InitProducerIdRequest(
-        transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60),
-        producer_id=m.ProducerId(producer_id), producer_epoch=m.i16(epoch)))
+    response = client.request(
+        22,
+        4,
+        m.InitProducerIdRequest(
+            transactional_id=None,
+            transaction_timeout=datetime.timedelta(seconds=60),
+            producer_id=m.ProducerId(producer_id),
+            producer_epoch=m.i16(epoch),
+        ),
+    )
     assert response.error_code == 0
     return int(response.producer_id), int(response.producer_epoch)
 
 
-def _produce(client: WireClient, topic: str, pid: int, epoch: int, seq: int,
-             count: int = 2) -> tuple[int, int]:
-    batch = build_batch([(b"k", b"v%d" % i) for i in range(count)], producer_id=pid,
-                        producer_epoch=epoch, base_sequence=seq)
+def _produce(
+    client: WireClient, topic: str, pid: int, epoch: int, seq: int, count: int = 2
+) -> tuple[int, int]:
+    batch = build_batch(
+        [(b"k", b"v%d" % i) for i in range(count)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+    )
     response = client.request(0, 7, produce_v7({topic: {0: batch}}))
     return produce_errors(response)[(topic, 0)]
 
@@ -64,15 +76,30 @@ def test_offset_for_leader_epoch_answers_log_end(broker_factory: BrokerFactory) 
             ("ofle", 0): (0, 0)
         }
         m = request_class(23, 3)
-        response = client.request(23, 3, m.OffsetForLeaderEpochRequest(
-            replica_id=m.BrokerId(-1),
-            topics=(m.OffsetForLeaderTopic(topic=m.TopicName("ofle"), partitions=(
-                m.OffsetForLeaderPartition(partition=m.i32(0), current_leader_epoch=m.i32(0),
-                                           leader_epoch=m.i32(0)),
-                m.OffsetForLeaderPartition(partition=m.i32(5), current_leader_epoch=m.i32(0),
-                                           leader_epoch=m.i32(0)),
-            )),),
-        ))
+        response = client.request(
+            23,
+            3,
+            m.OffsetForLeaderEpochRequest(
+                replica_id=m.BrokerId(-1),
+                topics=(
+                    m.OffsetForLeaderTopic(
+                        topic=m.TopicName("ofle"),
+                        partitions=(
+                            m.OffsetForLeaderPartition(
+                                partition=m.i32(0),
+                                current_leader_epoch=m.i32(0),
+                                leader_epoch=m.i32(0),
+                            ),
+                            m.OffsetForLeaderPartition(
+                                partition=m.i32(5),
+                                current_leader_epoch=m.i32(0),
+                                leader_epoch=m.i32(0),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
         ok, missing = response.topics[0].partitions
         assert (ok.error_code, ok.leader_epoch, ok.end_offset) == (0, 0, 3)
         assert missing.error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION

@@ -16,8 +16,9 @@ def _produce_and_consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
     for i in range(count):
         producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=0)
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     values: list[bytes] = []
 
@@ -60,8 +61,10 @@ def test_metrics_endpoint_counts_traffic(broker_factory: BrokerFactory) -> None:
 
 def test_broker_on_s3(broker_factory: BrokerFactory, s3_endpoint: str) -> None:
     bucket = make_bucket(s3_endpoint)
-    url = (f"s3://{bucket}/cluster-a?endpoint={s3_endpoint}&region=us-east-1"
-           f"&access_key_id={ACCESS_KEY}&secret_access_key={SECRET_KEY}")
+    url = (
+        f"s3://{bucket}/cluster-a?endpoint={s3_endpoint}&region=us-east-1"
+        f"&access_key_id={ACCESS_KEY}&secret_access_key={SECRET_KEY}"
+    )
     broker = broker_factory({"STORAGE_URL": url})
     create_topic(broker.bootstrap, "on-s3", 1)
     values = _produce_and_consume(broker.bootstrap, "on-s3", 300)
@@ -75,16 +78,22 @@ def test_broker_on_s3(broker_factory: BrokerFactory, s3_endpoint: str) -> None:
 def test_group_metrics(broker_factory: BrokerFactory) -> None:
     from kafka import KafkaConsumer
 
-    broker = broker_factory({"GROUP_INITIAL_REBALANCE_DELAY_MS": 100,
-                             "GROUP_LAG_INTERVAL_MS": 200}, metrics=True)
+    broker = broker_factory(
+        {"GROUP_INITIAL_REBALANCE_DELAY_MS": 100, "GROUP_LAG_INTERVAL_MS": 200}, metrics=True
+    )
     create_topic(broker.bootstrap, "lagging", 2)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     for i in range(100):
         producer.produce("lagging", value=b"v%d" % i, partition=i % 2)
     assert producer.flush(30) == 0
-    consumer = KafkaConsumer("lagging", bootstrap_servers=broker.bootstrap, group_id="metered",
-                             auto_offset_reset="earliest", enable_auto_commit=False,
-                             max_poll_records=30)
+    consumer = KafkaConsumer(
+        "lagging",
+        bootstrap_servers=broker.bootstrap,
+        group_id="metered",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_poll_records=30,
+    )
     url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
     try:
         got = 0
@@ -94,10 +103,12 @@ def test_group_metrics(broker_factory: BrokerFactory) -> None:
 
         def reported() -> bool:
             text = urllib.request.urlopen(url, timeout=5).read().decode()
-            return (_metric(text, 'lakelog_groups{state="Stable"}') == 1
-                    and _metric(text, 'lakelog_group_lag{group="metered"') > 0
-                    and _metric(text, "lakelog_offset_commits_total") >= 1
-                    and _metric(text, "lakelog_group_rebalances_total") >= 1)
+            return (
+                _metric(text, 'lakelog_groups{state="Stable"}') == 1
+                and _metric(text, 'lakelog_group_lag{group="metered"') > 0
+                and _metric(text, "lakelog_offset_commits_total") >= 1
+                and _metric(text, "lakelog_group_rebalances_total") >= 1
+            )
 
         wait_until(reported, 20, "group metrics")
     finally:

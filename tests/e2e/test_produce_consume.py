@@ -50,8 +50,15 @@ class Got:
 
 def _got(m: Any) -> Got:
     """kafka-python's and aiokafka's ConsumerRecord have the same fields."""
-    return Got(m.partition, m.offset, m.key, m.value, tuple((k, v) for k, v in m.headers),
-               m.timestamp, m.timestamp_type == 0)
+    return Got(
+        m.partition,
+        m.offset,
+        m.key,
+        m.value,
+        tuple((k, v) for k, v in m.headers),
+        m.timestamp,
+        m.timestamp_type == 0,
+    )
 
 
 class ClientAdapter(Protocol):

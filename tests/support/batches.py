@@ -24,9 +24,13 @@ def _bytes(value: bytes | None) -> bytes:
     return _varint(-1) if value is None else _varint(len(value)) + value
 
 
-def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
-                  value: bytes | None,
-                  headers: tuple[tuple[str, bytes | None], ...] = ()) -> bytes:
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tuple[tuple[str, bytes | None], ...] = (),
+) -> bytes:
     body = b"\x00" + _varint(timestamp_delta) + _varint(offset_delta) + _bytes(key) + _bytes(value)
     body += _varint(len(headers))
     for name, hvalue in headers:
@@ -62,10 +66,20 @@ def build_batch(
     elif codec == "zstd":
         body = bytes(cramjam.zstd.compress(body))
     attributes = CODECS[codec] | attributes_extra
-    after_crc = struct.pack(
-        ">hiqqqhii", attributes, len(records) - 1, first, max(timestamps), producer_id,
-        producer_epoch, base_sequence, len(records),
-    ) + body
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            len(records) - 1,
+            first,
+            max(timestamps),
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + body
+    )
     crc = crc32c.crc32c(after_crc)
     head = struct.pack(">qiibI", base_offset, 4 + 1 + 4 + len(after_crc), -1, magic, crc)
     return head + after_crc

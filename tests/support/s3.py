@@ -13,8 +13,13 @@ REGION = "us-east-1"
 
 
 def s3_client(endpoint: str) -> object:
-    return boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
-                        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+    )
 
 
 def make_bucket(endpoint: str) -> str:

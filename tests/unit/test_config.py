@@ -22,8 +22,9 @@ def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.produce_commit_interval_ms == 250  # default
 
 
-def test_advertised_defaults_to_ipv4_literal(monkeypatch: pytest.MonkeyPatch,
-                                             tmp_path: Path) -> None:
+def test_advertised_defaults_to_ipv4_literal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert Settings(listen="localhost:9092").advertised_host_port == ("127.0.0.1", 9092)
     assert Settings(listen="0.0.0.0:9093").advertised_host_port == ("127.0.0.1", 9093)

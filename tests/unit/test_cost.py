@@ -59,28 +59,49 @@ def test_storage_is_steady_state_and_not_capped_at_one_month() -> None:
 
 
 def test_custom_prices_change_every_line() -> None:
-    usage = Usage(put_class_requests=1, get_class_requests=1, delete_requests=1,
-                  object_put_bytes=GB, cross_zone_bytes=GB, bytes_in=GB, bytes_out=GB)
-    doubled = Prices(put_list_per_1000_requests=0.01, get_per_1000_requests=0.0008,
-                     delete_per_1000_requests=0.001, storage_per_gb_month=0.046,
-                     inter_az_per_gb_each_direction=0.02)
+    usage = Usage(
+        put_class_requests=1,
+        get_class_requests=1,
+        delete_requests=1,
+        object_put_bytes=GB,
+        cross_zone_bytes=GB,
+        bytes_in=GB,
+        bytes_out=GB,
+    )
+    doubled = Prices(
+        put_list_per_1000_requests=0.01,
+        get_per_1000_requests=0.0008,
+        delete_per_1000_requests=0.001,
+        storage_per_gb_month=0.046,
+        inter_az_per_gb_each_direction=0.02,
+    )
     base, high = cost.project(usage, Prices()), cost.project(usage, doubled)
     for a, b in zip(base.lakelog, high.lakelog, strict=True):
         if a.key != "delete_requests":
             assert b.usd == pytest.approx(2 * a.usd, **EXACT)
     assert _item(high.lakelog, "delete_requests").usd == pytest.approx(
-        MONTH_SECONDS / 1000 * 0.001, **EXACT)
+        MONTH_SECONDS / 1000 * 0.001, **EXACT
+    )
     assert high.classic_usd == pytest.approx(2 * base.classic_usd, **EXACT)
 
 
-def _exposition(put: int, get_ranges: int, head: int, delete: int, put_bytes: int,
-                bytes_in: int, cross: int, unknown: int) -> str:
+def _exposition(
+    put: int,
+    get_ranges: int,
+    head: int,
+    delete: int,
+    put_bytes: int,
+    bytes_in: int,
+    cross: int,
+    unknown: int,
+) -> str:
     """A /metrics page shaped like the broker's (same names and labels)."""
     registry = CollectorRegistry()
     requests = Counter("lakelog_object_requests", "", ["op"], registry=registry)
     obj_bytes = Counter("lakelog_object_bytes", "", ["op"], registry=registry)
-    zone = Counter("lakelog_zone_bytes", "", ["direction", "client_zone", "broker_zone"],
-                   registry=registry)
+    zone = Counter(
+        "lakelog_zone_bytes", "", ["direction", "client_zone", "broker_zone"], registry=registry
+    )
     cross_zone = Counter("lakelog_cross_zone_bytes", "", ["direction"], registry=registry)
     Counter("lakelog_bytes_in", "", registry=registry).inc(bytes_in)
     Counter("lakelog_bytes_out", "", registry=registry).inc(2 * bytes_in)
@@ -144,15 +165,18 @@ def test_price_file_round_trip_and_partial_file() -> None:
     assert cost.prices_from_toml("get_per_1000_requests = 1\n").get_per_1000_requests == 1.0
 
 
-@pytest.mark.parametrize("text", [
-    "storage_per_gb = 0.02\n",  # typo
-    "storage_per_gb_month = \"cheap\"\n",
-    "storage_per_gb_month = true\n",
-    "storage_per_gb_month = -0.1\n",
-    "storage_per_gb_month = inf\n",
-    "[prices]\nstorage_per_gb_month = 0.1\n",
-    "not toml at all = = \n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "storage_per_gb = 0.02\n",  # typo
+        'storage_per_gb_month = "cheap"\n',
+        "storage_per_gb_month = true\n",
+        "storage_per_gb_month = -0.1\n",
+        "storage_per_gb_month = inf\n",
+        "[prices]\nstorage_per_gb_month = 0.1\n",
+        "not toml at all = = \n",
+    ],
+)
 def test_bad_price_files_are_rejected(text: str) -> None:
     with pytest.raises(ValueError):
         cost.prices_from_toml(text)
@@ -172,21 +196,25 @@ def test_cli_prints_and_loads_prices(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "nope" in bad.output
 
 
-@pytest.mark.parametrize("args", [
-    [],
-    ["--metrics", "127.0.0.1:1", "--since-start", "--window-seconds", "5"],
-    ["--metrics", "127.0.0.1:1", "--uptime-seconds", "5"],
-    ["--metrics", "127.0.0.1:1", "--window-seconds", "0"],
-    ["--metrics", "127.0.0.1:1", "--retention-days", "0"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--metrics", "127.0.0.1:1", "--since-start", "--window-seconds", "5"],
+        ["--metrics", "127.0.0.1:1", "--uptime-seconds", "5"],
+        ["--metrics", "127.0.0.1:1", "--window-seconds", "0"],
+        ["--metrics", "127.0.0.1:1", "--retention-days", "0"],
+    ],
+)
 def test_cli_usage_errors(args: list[str]) -> None:
     result = CliRunner().invoke(cost_app, args)
     assert result.exit_code == 2, result.output
 
 
 def test_cli_unreachable_broker_is_a_clean_error() -> None:
-    result = CliRunner().invoke(cost_app, ["--metrics", "127.0.0.1:1", "--since-start",
-                                           "--uptime-seconds", "10", "--json"])
+    result = CliRunner().invoke(
+        cost_app, ["--metrics", "127.0.0.1:1", "--since-start", "--uptime-seconds", "10", "--json"]
+    )
     assert result.exit_code == 1
     assert "cannot scrape http://127.0.0.1:1/metrics" in result.output
 
@@ -201,10 +229,14 @@ def test_json_report_shape() -> None:
     from lakelog.cli_cost import report_dict
 
     usage = Usage(bytes_in=1.0)
-    report = report_dict("window", {"u": 2.0}, usage, Prices(), 7.0,
-                         cost.project(usage, Prices()))
+    report = report_dict("window", {"u": 2.0}, usage, Prices(), 7.0, cost.project(usage, Prices()))
     decoded = json.loads(json.dumps(report))
     assert decoded["get_ranges_counted"] == "per_call"
     assert {i["key"] for i in decoded["lakelog"]["items"]} == {
-        "put_list_requests", "get_requests", "delete_requests", "storage", "cross_zone"}
+        "put_list_requests",
+        "get_requests",
+        "delete_requests",
+        "storage",
+        "cross_zone",
+    }
     assert decoded["classic_kafka_rf3"]["total_usd"] > 0

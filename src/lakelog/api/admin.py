@@ -46,11 +46,15 @@ def topic_name_problem(name: str | None) -> str | None:
     if name in (".", ".."):
         return 'Topic name cannot be "." or ".."'
     if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return (f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
-                f"characters, topic name: {name}")
+        return (
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+            f"characters, topic name: {name}"
+        )
     if not _LEGAL_NAME.fullmatch(name):
-        return (f'Topic name "{name}" is illegal, it contains a character other than ASCII '
-                "alphanumerics, '.', '_' and '-'")
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'"
+        )
     return None
 
 
@@ -93,16 +97,22 @@ def plan_topic(topic: Any, settings: Settings) -> CreateTopicRequest:
         if replication_factor == -1:
             replication_factor = settings.default_replication_factor
         if num_partitions <= 0:
-            raise TopicProblem(ErrorCode.invalid_partitions,
-                               "Number of partitions was set to an invalid non-positive value.")
+            raise TopicProblem(
+                ErrorCode.invalid_partitions,
+                "Number of partitions was set to an invalid non-positive value.",
+            )
         if replication_factor <= 0:
-            raise TopicProblem(ErrorCode.invalid_replication_factor,
-                               "Replication factor was set to an invalid non-positive value.")
+            raise TopicProblem(
+                ErrorCode.invalid_replication_factor,
+                "Replication factor was set to an invalid non-positive value.",
+            )
     configs: dict[str, str] = {}
     for config in topic.configs:
         if config.value is None:
-            raise TopicProblem(ErrorCode.invalid_config,
-                               f"Null value not supported for topic configs: {config.name}")
+            raise TopicProblem(
+                ErrorCode.invalid_config,
+                f"Null value not supported for topic configs: {config.name}",
+            )
         configs[config.name] = config.value
     problem = validate(configs)
     if problem:
@@ -115,44 +125,70 @@ def _check_assignments(assignments: Sequence[Any]) -> tuple[int, int]:
     except that broker ids need not be live: any broker serves any partition here)."""
     indexes = sorted(int(a.partition_index) for a in assignments)
     if indexes != list(range(len(indexes))):
-        raise TopicProblem(ErrorCode.invalid_replica_assignment,
-                           "Partitions should be 0-based and consecutive.")
+        raise TopicProblem(
+            ErrorCode.invalid_replica_assignment, "Partitions should be 0-based and consecutive."
+        )
     sizes = {len(a.broker_ids) for a in assignments}
     for a in assignments:
         if not a.broker_ids:
-            raise TopicProblem(ErrorCode.invalid_replica_assignment,
-                               f"Partition {a.partition_index} has no replicas.")
+            raise TopicProblem(
+                ErrorCode.invalid_replica_assignment,
+                f"Partition {a.partition_index} has no replicas.",
+            )
         if len(set(a.broker_ids)) != len(a.broker_ids):
-            raise TopicProblem(ErrorCode.invalid_replica_assignment,
-                               f"Duplicate brokers not allowed in replica assignment: "
-                               f"{list(a.broker_ids)} for partition {a.partition_index}.")
+            raise TopicProblem(
+                ErrorCode.invalid_replica_assignment,
+                f"Duplicate brokers not allowed in replica assignment: "
+                f"{list(a.broker_ids)} for partition {a.partition_index}.",
+            )
     if len(sizes) != 1:
-        raise TopicProblem(ErrorCode.invalid_replica_assignment,
-                           "All partitions should have the same number of replicas.")
+        raise TopicProblem(
+            ErrorCode.invalid_replica_assignment,
+            "All partitions should have the same number of replicas.",
+        )
     return len(indexes), sizes.pop()
 
 
 # ---------------------------------------------------------------- CreateTopics
 
 
-def _created(m: Any, plan: CreateTopicRequest, topic_id: UUID | None,
-             settings: Settings) -> Any:
+def _created(m: Any, plan: CreateTopicRequest, topic_id: UUID | None, settings: Settings) -> Any:
     configs: tuple[Any, ...] = ()
     if hasattr(m, "CreatableTopicConfigs"):  # v5+
         configs = tuple(
-            build(m.CreatableTopicConfigs, name=e.name, value=e.value, read_only=e.read_only,
-                  config_source=int(e.source), is_sensitive=False)
+            build(
+                m.CreatableTopicConfigs,
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=int(e.source),
+                is_sensitive=False,
+            )
             for e in topic_entries(plan.configs, settings)
         )
-    return build(m.CreatableTopicResult, name=plan.name, topic_id=topic_id,
-                 error_code=ErrorCode.none, error_message=None,
-                 num_partitions=plan.num_partitions,
-                 replication_factor=plan.replication_factor, configs=configs)
+    return build(
+        m.CreatableTopicResult,
+        name=plan.name,
+        topic_id=topic_id,
+        error_code=ErrorCode.none,
+        error_message=None,
+        num_partitions=plan.num_partitions,
+        replication_factor=plan.replication_factor,
+        configs=configs,
+    )
 
 
 def _create_failed(m: Any, name: str, error: ErrorCode, message: str | None) -> Any:
-    return build(m.CreatableTopicResult, name=name, topic_id=None, error_code=error,
-                 error_message=message, num_partitions=-1, replication_factor=-1, configs=())
+    return build(
+        m.CreatableTopicResult,
+        name=name,
+        topic_id=None,
+        error_code=error,
+        error_message=message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=(),
+    )
 
 
 @handles(19, 2, 7)
@@ -165,8 +201,9 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
     plans: list[tuple[int, CreateTopicRequest]] = []
     for i, topic in enumerate(request.topics):
         if counts[topic.name] > 1:
-            results[i] = _create_failed(m, topic.name, ErrorCode.invalid_request,
-                                        "Duplicate topic name.")
+            results[i] = _create_failed(
+                m, topic.name, ErrorCode.invalid_request, "Duplicate topic name."
+            )
             continue
         try:
             plan = plan_topic(topic, settings)
@@ -175,9 +212,12 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
             continue
         other = collides(plan.name, existing)
         if other:
-            results[i] = _create_failed(m, topic.name, ErrorCode.invalid_topic_exception,
-                                        f"Topic '{plan.name}' collides with existing topic: "
-                                        f"{other}")
+            results[i] = _create_failed(
+                m,
+                topic.name,
+                ErrorCode.invalid_topic_exception,
+                f"Topic '{plan.name}' collides with existing topic: {other}",
+            )
             continue
         plans.append((i, plan))
     if plans:
@@ -200,10 +240,16 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
 # ---------------------------------------------------------------- DeleteTopics
 
 
-def _deleted(m: Any, name: str | None, topic_id: UUID | None, error: ErrorCode,
-             message: str | None = None) -> Any:
-    return build(m.DeletableTopicResult, name=name, topic_id=topic_id, error_code=error,
-                 error_message=message)
+def _deleted(
+    m: Any, name: str | None, topic_id: UUID | None, error: ErrorCode, message: str | None = None
+) -> Any:
+    return build(
+        m.DeletableTopicResult,
+        name=name,
+        topic_id=topic_id,
+        error_code=error,
+        error_message=message,
+    )
 
 
 @handles(20, 1, 6)
@@ -219,26 +265,42 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
         if topic_id is not None and topic_id.int == 0:
             topic_id = None
         if name is not None and topic_id is not None:
-            results[i] = _deleted(m, name, topic_id, ErrorCode.invalid_request,
-                                  "You may not specify both topic name and topic id.")
+            results[i] = _deleted(
+                m,
+                name,
+                topic_id,
+                ErrorCode.invalid_request,
+                "You may not specify both topic name and topic id.",
+            )
         elif topic_id is not None:
             topic = await ctx.broker.topics.get_by_id(topic_id)
             if topic is None:
-                results[i] = _deleted(m, None, topic_id, ErrorCode.unknown_topic_id,
-                                      "This server does not host this topic ID.")
+                results[i] = _deleted(
+                    m,
+                    None,
+                    topic_id,
+                    ErrorCode.unknown_topic_id,
+                    "This server does not host this topic ID.",
+                )
             else:
                 names.append((i, topic.name))
         elif name is None:
-            results[i] = _deleted(m, None, None, ErrorCode.invalid_request,
-                                  "Neither topic name nor id were specified.")
+            results[i] = _deleted(
+                m,
+                None,
+                None,
+                ErrorCode.invalid_request,
+                "Neither topic name nor id were specified.",
+            )
         else:
             names.append((i, name))
     counts = Counter(name for _, name in names)
     unique = [(i, name) for i, name in names if counts[name] == 1]
     for i, name in names:
         if counts[name] > 1:
-            results[i] = _deleted(m, name, wanted[i][1], ErrorCode.invalid_request,
-                                  "Duplicate topic in request.")
+            results[i] = _deleted(
+                m, name, wanted[i][1], ErrorCode.invalid_request, "Duplicate topic in request."
+            )
     if unique:
         outcomes = await ctx.broker.coordinator.delete_topics([n for _, n in unique])
         ctx.broker.topics.invalidate()
@@ -253,22 +315,29 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
 # ---------------------------------------------------------------- CreatePartitions
 
 
-def _partitions_problem(current: int | None, name: str, count: int,
-                        assignments: Sequence[Any] | None) -> TopicProblem | None:
+def _partitions_problem(
+    current: int | None, name: str, count: int, assignments: Sequence[Any] | None
+) -> TopicProblem | None:
     if current is None:
-        return TopicProblem(ErrorCode.unknown_topic_or_partition,
-                            f"The topic '{name}' does not exist.")
+        return TopicProblem(
+            ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+        )
     if count < current:
-        return TopicProblem(ErrorCode.invalid_partitions,
-                            f"Topic currently has {current} partitions, which is higher than "
-                            f"the requested {count}.")
+        return TopicProblem(
+            ErrorCode.invalid_partitions,
+            f"Topic currently has {current} partitions, which is higher than "
+            f"the requested {count}.",
+        )
     if count == current:
-        return TopicProblem(ErrorCode.invalid_partitions,
-                            f"Topic already has {current} partitions.")
+        return TopicProblem(
+            ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
+        )
     if assignments is not None and len(assignments) != count - current:
-        return TopicProblem(ErrorCode.invalid_replica_assignment,
-                            f"Attempted to add {count - current} additional partition(s), "
-                            f"but only {len(assignments)} assignment(s) were specified.")
+        return TopicProblem(
+            ErrorCode.invalid_replica_assignment,
+            f"Attempted to add {count - current} additional partition(s), "
+            f"but only {len(assignments)} assignment(s) were specified.",
+        )
     return None
 
 
@@ -276,20 +345,27 @@ def _partitions_problem(current: int | None, name: str, count: int,
 async def create_partitions(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     counts = Counter(t.name for t in request.topics)
-    current = {t.name: t.num_partitions
-               for t in await ctx.broker.coordinator.get_topics(list(counts))}
+    current = {
+        t.name: t.num_partitions for t in await ctx.broker.coordinator.get_topics(list(counts))
+    }
     results: list[Any] = [None] * len(request.topics)
     todo: list[tuple[int, CreatePartitionsRequest]] = []
     for i, topic in enumerate(request.topics):
         if counts[topic.name] > 1:
-            problem: TopicProblem | None = TopicProblem(ErrorCode.invalid_request,
-                                                        "Duplicate topic in request.")
+            problem: TopicProblem | None = TopicProblem(
+                ErrorCode.invalid_request, "Duplicate topic in request."
+            )
         else:
-            problem = _partitions_problem(current.get(topic.name), topic.name,
-                                          int(topic.count), topic.assignments)
+            problem = _partitions_problem(
+                current.get(topic.name), topic.name, int(topic.count), topic.assignments
+            )
         if problem:
-            results[i] = build(m.CreatePartitionsTopicResult, name=topic.name,
-                               error_code=problem.error, error_message=problem.message)
+            results[i] = build(
+                m.CreatePartitionsTopicResult,
+                name=topic.name,
+                error_code=problem.error,
+                error_message=problem.message,
+            )
         else:
             todo.append((i, CreatePartitionsRequest(topic.name, int(topic.count))))
     if todo:
@@ -299,8 +375,12 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
         if not request.validate_only:
             ctx.broker.topics.invalidate()
         for (i, r), outcome in zip(todo, outcomes, strict=True):
-            results[i] = build(m.CreatePartitionsTopicResult, name=r.name,
-                               error_code=outcome.error, error_message=outcome.message)
+            results[i] = build(
+                m.CreatePartitionsTopicResult,
+                name=r.name,
+                error_code=outcome.error,
+                error_message=outcome.message,
+            )
     return build(m.CreatePartitionsResponse, throttle_time=_ZERO, results=tuple(results))
 
 
@@ -322,8 +402,9 @@ async def delete_records(ctx: RequestContext, request: Any) -> Any:
                 row.append(unknown)
             else:
                 row.append(len(asks))
-                asks.append(DeleteRecordsRequest(info.topic_id, int(p.partition_index),
-                                                 int(p.offset)))
+                asks.append(
+                    DeleteRecordsRequest(info.topic_id, int(p.partition_index), int(p.offset))
+                )
         answers.append(row)
     done = await ctx.broker.coordinator.delete_records(asks) if asks else []
     topics = []
@@ -331,12 +412,17 @@ async def delete_records(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for p, slot in zip(topic.partitions, row, strict=True):
             result = done[slot] if isinstance(slot, int) else slot
-            partitions.append(build(m.DeleteRecordsPartitionResult,
-                                    partition_index=p.partition_index,
-                                    low_watermark=result.low_watermark,
-                                    error_code=result.error))
-        topics.append(build(m.DeleteRecordsTopicResult, name=topic.name,
-                            partitions=tuple(partitions)))
+            partitions.append(
+                build(
+                    m.DeleteRecordsPartitionResult,
+                    partition_index=p.partition_index,
+                    low_watermark=result.low_watermark,
+                    error_code=result.error,
+                )
+            )
+        topics.append(
+            build(m.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions))
+        )
     return build(m.DeleteRecordsResponse, throttle_time=_ZERO, topics=tuple(topics))
 
 
@@ -347,21 +433,38 @@ async def delete_records(ctx: RequestContext, request: Any) -> Any:
 async def describe_cluster(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINTS)
-    common = {"throttle_time": _ZERO, "cluster_id": ctx.broker.cluster_id,
-              "endpoint_type": endpoint_type}
+    common = {
+        "throttle_time": _ZERO,
+        "cluster_id": ctx.broker.cluster_id,
+        "endpoint_type": endpoint_type,
+    }
     if endpoint_type != BROKER_ENDPOINTS:
-        return build(m.DescribeClusterResponse, error_code=ErrorCode.unsupported_endpoint_type,
-                     error_message="The request was sent to an endpoint of the wrong type.",
-                     controller_id=-1, brokers=(),
-                     cluster_authorized_operations=OPERATIONS_NOT_REQUESTED, **common)
+        return build(
+            m.DescribeClusterResponse,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message="The request was sent to an endpoint of the wrong type.",
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
+            **common,
+        )
     live = await ctx.broker.live_brokers()
     brokers = tuple(
-        build(m.DescribeClusterBroker, broker_id=b.broker_id, host=b.host, port=b.port,
-              rack=b.rack, is_fenced=False)
+        build(
+            m.DescribeClusterBroker,
+            broker_id=b.broker_id,
+            host=b.host,
+            port=b.port,
+            rack=b.rack,
+            is_fenced=False,
+        )
         for b in sorted(live, key=lambda b: b.broker_id)
     )
-    operations = (CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations
-                  else OPERATIONS_NOT_REQUESTED)
+    operations = (
+        CLUSTER_AUTHORIZED_OPERATIONS
+        if request.include_cluster_authorized_operations
+        else OPERATIONS_NOT_REQUESTED
+    )
     return build(
         m.DescribeClusterResponse,
         error_code=ErrorCode.none,

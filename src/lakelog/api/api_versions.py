@@ -17,8 +17,12 @@ from lakelog.protocol.frames import api_schema, encode_response
 
 def _keys(cls: type) -> tuple[Any, ...]:
     return tuple(
-        build(cls, api_key=i16(spec.api_key), min_version=i16(spec.min_version),
-              max_version=i16(spec.max_version))
+        build(
+            cls,
+            api_key=i16(spec.api_key),
+            min_version=i16(spec.min_version),
+            max_version=i16(spec.max_version),
+        )
         for spec in sorted(HANDLERS.values(), key=lambda s: s.api_key)
     )
 

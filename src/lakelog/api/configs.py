@@ -67,9 +67,9 @@ TOPIC_SPECS: dict[str, ConfigSpec] = {
     "cleanup.policy": ConfigSpec(ConfigType.LIST, "delete", "log.cleanup.policy"),
     "compression.type": ConfigSpec(ConfigType.STRING, "producer", "compression.type"),
     "delete.retention.ms": ConfigSpec(
-        ConfigType.LONG, "86400000", "log.cleaner.delete.retention.ms"),
-    "file.delete.delay.ms": ConfigSpec(
-        ConfigType.LONG, "60000", "log.segment.delete.delay.ms"),
+        ConfigType.LONG, "86400000", "log.cleaner.delete.retention.ms"
+    ),
+    "file.delete.delay.ms": ConfigSpec(ConfigType.LONG, "60000", "log.segment.delete.delay.ms"),
     "flush.messages": ConfigSpec(ConfigType.LONG, _LONG_MAX, "log.flush.interval.messages"),
     "flush.ms": ConfigSpec(ConfigType.LONG, _LONG_MAX, "log.flush.interval.ms"),
     "follower.replication.throttled.replicas": ConfigSpec(ConfigType.LIST, ""),
@@ -78,37 +78,46 @@ TOPIC_SPECS: dict[str, ConfigSpec] = {
     "local.retention.bytes": ConfigSpec(ConfigType.LONG, "-2", "log.local.retention.bytes"),
     "local.retention.ms": ConfigSpec(ConfigType.LONG, "-2", "log.local.retention.ms"),
     "max.compaction.lag.ms": ConfigSpec(
-        ConfigType.LONG, _LONG_MAX, "log.cleaner.max.compaction.lag.ms"),
+        ConfigType.LONG, _LONG_MAX, "log.cleaner.max.compaction.lag.ms"
+    ),
     "max.message.bytes": ConfigSpec(
-        ConfigType.INT, "1048588", "message.max.bytes", "message_max_bytes"),
+        ConfigType.INT, "1048588", "message.max.bytes", "message_max_bytes"
+    ),
     "message.downconversion.enable": ConfigSpec(
-        ConfigType.BOOLEAN, "true", "log.message.downconversion.enable"),
+        ConfigType.BOOLEAN, "true", "log.message.downconversion.enable"
+    ),
     "message.timestamp.after.max.ms": ConfigSpec(
-        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.after.max.ms"),
+        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.after.max.ms"
+    ),
     "message.timestamp.before.max.ms": ConfigSpec(
-        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.before.max.ms"),
+        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.before.max.ms"
+    ),
     "message.timestamp.difference.max.ms": ConfigSpec(
-        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.difference.max.ms"),
+        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.difference.max.ms"
+    ),
     "message.timestamp.type": ConfigSpec(
-        ConfigType.STRING, "CreateTime", "log.message.timestamp.type"),
+        ConfigType.STRING, "CreateTime", "log.message.timestamp.type"
+    ),
     "min.cleanable.dirty.ratio": ConfigSpec(
-        ConfigType.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio"),
-    "min.compaction.lag.ms": ConfigSpec(
-        ConfigType.LONG, "0", "log.cleaner.min.compaction.lag.ms"),
+        ConfigType.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio"
+    ),
+    "min.compaction.lag.ms": ConfigSpec(ConfigType.LONG, "0", "log.cleaner.min.compaction.lag.ms"),
     "min.insync.replicas": ConfigSpec(ConfigType.INT, "1", "min.insync.replicas"),
     "preallocate": ConfigSpec(ConfigType.BOOLEAN, "false", "log.preallocate"),
     "remote.storage.enable": ConfigSpec(ConfigType.BOOLEAN, "false"),
     "retention.bytes": ConfigSpec(
-        ConfigType.LONG, "-1", "log.retention.bytes", "log_retention_bytes"),
+        ConfigType.LONG, "-1", "log.retention.bytes", "log_retention_bytes"
+    ),
     "retention.ms": ConfigSpec(
-        ConfigType.LONG, "604800000", "log.retention.ms", "log_retention_ms"),
+        ConfigType.LONG, "604800000", "log.retention.ms", "log_retention_ms"
+    ),
     "segment.bytes": ConfigSpec(ConfigType.INT, "1073741824", "log.segment.bytes"),
-    "segment.index.bytes": ConfigSpec(
-        ConfigType.INT, "10485760", "log.index.size.max.bytes"),
+    "segment.index.bytes": ConfigSpec(ConfigType.INT, "10485760", "log.index.size.max.bytes"),
     "segment.jitter.ms": ConfigSpec(ConfigType.LONG, "0", "log.roll.jitter.ms"),
     "segment.ms": ConfigSpec(ConfigType.LONG, "604800000", "log.roll.ms"),
     "unclean.leader.election.enable": ConfigSpec(
-        ConfigType.BOOLEAN, "false", "unclean.leader.election.enable"),
+        ConfigType.BOOLEAN, "false", "unclean.leader.election.enable"
+    ),
 }
 LIST_CONFIGS = frozenset(n for n, s in TOPIC_SPECS.items() if s.type is ConfigType.LIST)
 
@@ -154,14 +163,16 @@ def topic_entries(own: Mapping[str, str], settings: Settings) -> list[ConfigEntr
             synonyms.append(Synonym(name, own[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
         if spec and spec.broker_name and name in fallback:
             synonyms.append(Synonym(spec.broker_name, fallback[name], default_source))
-        entries.append(ConfigEntry(
-            name=name,
-            value=own[name] if name in own else fallback.get(name),
-            source=ConfigSource.DYNAMIC_TOPIC_CONFIG if name in own else default_source,
-            read_only=False,
-            config_type=spec.type if spec else ConfigType.UNKNOWN,
-            synonyms=tuple(synonyms),
-        ))
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=own[name] if name in own else fallback.get(name),
+                source=ConfigSource.DYNAMIC_TOPIC_CONFIG if name in own else default_source,
+                read_only=False,
+                config_type=spec.type if spec else ConfigType.UNKNOWN,
+                synonyms=tuple(synonyms),
+            )
+        )
     return entries
 
 
@@ -172,32 +183,50 @@ def broker_entries(settings: Settings, broker_epoch: int = -1) -> list[ConfigEnt
     listen_host, listen_port = settings.listen_host_port
     values: list[tuple[str, str | None, ConfigType, str]] = [
         ("advertised.listeners", f"PLAINTEXT://{host}:{port}", ConfigType.LIST, "advertised"),
-        ("auto.create.topics.enable", str(settings.auto_create_topics_enable).lower(),
-         ConfigType.BOOLEAN, "auto_create_topics_enable"),
+        (
+            "auto.create.topics.enable",
+            str(settings.auto_create_topics_enable).lower(),
+            ConfigType.BOOLEAN,
+            "auto_create_topics_enable",
+        ),
         ("broker.epoch", str(broker_epoch), ConfigType.LONG, ""),
         ("broker.id", str(settings.broker_id), ConfigType.INT, "broker_id"),
         ("broker.rack", settings.rack, ConfigType.STRING, "rack"),
-        ("default.replication.factor", str(settings.default_replication_factor),
-         ConfigType.INT, "default_replication_factor"),
+        (
+            "default.replication.factor",
+            str(settings.default_replication_factor),
+            ConfigType.INT,
+            "default_replication_factor",
+        ),
         ("listeners", f"PLAINTEXT://{listen_host}:{listen_port}", ConfigType.LIST, "listen"),
         ("log.cleanup.policy", "delete", ConfigType.LIST, ""),
         ("log.message.timestamp.type", "CreateTime", ConfigType.STRING, ""),
-        ("log.retention.bytes", str(settings.log_retention_bytes), ConfigType.LONG,
-         "log_retention_bytes"),
-        ("log.retention.ms", str(settings.log_retention_ms), ConfigType.LONG,
-         "log_retention_ms"),
-        ("message.max.bytes", str(settings.message_max_bytes), ConfigType.INT,
-         "message_max_bytes"),
+        (
+            "log.retention.bytes",
+            str(settings.log_retention_bytes),
+            ConfigType.LONG,
+            "log_retention_bytes",
+        ),
+        ("log.retention.ms", str(settings.log_retention_ms), ConfigType.LONG, "log_retention_ms"),
+        ("message.max.bytes", str(settings.message_max_bytes), ConfigType.INT, "message_max_bytes"),
         ("num.partitions", str(settings.num_partitions), ConfigType.INT, "num_partitions"),
-        ("socket.request.max.bytes", str(settings.socket_request_max_bytes), ConfigType.INT,
-         "socket_request_max_bytes"),
+        (
+            "socket.request.max.bytes",
+            str(settings.socket_request_max_bytes),
+            ConfigType.INT,
+            "socket_request_max_bytes",
+        ),
     ]
     entries = []
     for name, value, kind, field_name in values:
-        source = (ConfigSource.STATIC_BROKER_CONFIG
-                  if field_name in settings.model_fields_set else ConfigSource.DEFAULT_CONFIG)
-        entries.append(ConfigEntry(name, value, source, True, kind,
-                                   (Synonym(name, value, source),)))
+        source = (
+            ConfigSource.STATIC_BROKER_CONFIG
+            if field_name in settings.model_fields_set
+            else ConfigSource.DEFAULT_CONFIG
+        )
+        entries.append(
+            ConfigEntry(name, value, source, True, kind, (Synonym(name, value, source),))
+        )
     return entries
 
 
@@ -224,8 +253,9 @@ def _check_unique(names: Iterable[str]) -> None:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise ConfigProblem(ErrorCode.invalid_request,
-                                f"Error due to duplicate config keys: {name}")
+            raise ConfigProblem(
+                ErrorCode.invalid_request, f"Error due to duplicate config keys: {name}"
+            )
         seen.add(name)
 
 
@@ -241,17 +271,19 @@ def plan_incremental(
     for name, op, value in ops:
         if op == AlterOp.SET:
             if value is None:
-                raise ConfigProblem(ErrorCode.invalid_request,
-                                    f"Null value not supported for : {name}")
+                raise ConfigProblem(
+                    ErrorCode.invalid_request, f"Null value not supported for : {name}"
+                )
             plan.set_configs[name] = value
         elif op == AlterOp.DELETE:
             plan.delete_configs.append(name)
         elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
             if name not in LIST_CONFIGS:
                 verb = "append" if op == AlterOp.APPEND else "subtract"
-                raise ConfigProblem(ErrorCode.invalid_config,
-                                    f"Config value {verb} is not allowed for config key: "
-                                    f"{name}")
+                raise ConfigProblem(
+                    ErrorCode.invalid_config,
+                    f"Config value {verb} is not allowed for config key: {name}",
+                )
             current = _parts(own[name] if name in own else fallback.get(name))
             items = _parts(value)
             if op == AlterOp.APPEND:
@@ -260,8 +292,9 @@ def plan_incremental(
                 result = [i for i in current if i not in items]
             plan.set_configs[name] = ",".join(result)
         else:
-            raise ConfigProblem(ErrorCode.invalid_request,
-                                f"Unknown config operation {op} for {name}")
+            raise ConfigProblem(
+                ErrorCode.invalid_request, f"Unknown config operation {op} for {name}"
+            )
     problem = topic_config.validate(plan.set_configs)
     if problem:
         raise ConfigProblem(ErrorCode.invalid_config, problem)
@@ -274,8 +307,7 @@ def plan_replace(configs: Sequence[tuple[str, str | None]]) -> dict[str, str]:
     result: dict[str, str] = {}
     for name, value in configs:
         if value is None:
-            raise ConfigProblem(ErrorCode.invalid_request,
-                                f"Null value not supported for : {name}")
+            raise ConfigProblem(ErrorCode.invalid_request, f"Null value not supported for : {name}")
         result[name] = value
     problem = topic_config.validate(result)
     if problem:
@@ -287,8 +319,7 @@ def _check_broker_name(name: str, broker_id: int) -> None:
     if name and name != str(broker_id):
         raise ConfigProblem(
             ErrorCode.invalid_request,
-            f"Unexpected broker id, expected {broker_id} or empty string, but received "
-            f"{name}",
+            f"Unexpected broker id, expected {broker_id} or empty string, but received {name}",
         )
 
 
@@ -304,13 +335,11 @@ def _refuse_broker_alter(name: str, config_names: Sequence[str], broker_id: int)
 
 
 def _unsupported_type(resource_type: int) -> ConfigProblem:
-    return ConfigProblem(ErrorCode.invalid_request,
-                         f"Unsupported resource type {resource_type}")
+    return ConfigProblem(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
 
 
 def _unknown_topic(name: str) -> ConfigProblem:
-    return ConfigProblem(ErrorCode.unknown_topic_or_partition,
-                         f"Topic '{name}' does not exist.")
+    return ConfigProblem(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
 
 
 def _check_duplicates(resources: Sequence[Any]) -> set[tuple[int, str]]:
@@ -326,10 +355,14 @@ def _check_duplicates(resources: Sequence[Any]) -> set[tuple[int, str]]:
 
 
 def _describe_entry(m: Any, entry: ConfigEntry, include_synonyms: bool) -> Any:
-    synonyms = tuple(
-        build(m.DescribeConfigsSynonym, name=s.name, value=s.value, source=int(s.source))
-        for s in entry.synonyms
-    ) if include_synonyms else ()
+    synonyms = (
+        tuple(
+            build(m.DescribeConfigsSynonym, name=s.name, value=s.value, source=int(s.source))
+            for s in entry.synonyms
+        )
+        if include_synonyms
+        else ()
+    )
     return build(
         m.DescribeConfigsResourceResult,
         name=entry.name,
@@ -372,26 +405,35 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
             keys = resource.configuration_keys
             configs = tuple(
                 _describe_entry(m, e, request.include_synonyms)
-                for e in entries if not keys or e.name in keys
+                for e in entries
+                if not keys or e.name in keys
             )
-        results.append(build(
-            m.DescribeConfigsResult,
-            error_code=error,
-            error_message=message,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-            configs=configs,
-        ))
-    return build(m.DescribeConfigsResponse, throttle_time=datetime.timedelta(0),
-                 results=tuple(results))
+        results.append(
+            build(
+                m.DescribeConfigsResult,
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs,
+            )
+        )
+    return build(
+        m.DescribeConfigsResponse, throttle_time=datetime.timedelta(0), results=tuple(results)
+    )
 
 
 # ---------------------------------------------------------------- AlterConfigs
 
 
 def _alter_result(m: Any, resource: Any, error: ErrorCode, message: str | None) -> Any:
-    return build(m.AlterConfigsResourceResponse, error_code=error, error_message=message,
-                 resource_type=resource.resource_type, resource_name=resource.resource_name)
+    return build(
+        m.AlterConfigsResourceResponse,
+        error_code=error,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
 
 
 async def _apply(
@@ -405,19 +447,22 @@ async def _apply(
     return result.error, result.message
 
 
-async def _alter_one(ctx: RequestContext, resource: Any, validate_only: bool,
-                     incremental: bool) -> tuple[ErrorCode, str | None]:
+async def _alter_one(
+    ctx: RequestContext, resource: Any, validate_only: bool, incremental: bool
+) -> tuple[ErrorCode, str | None]:
     if resource.resource_type == BROKER_RESOURCE:
-        _refuse_broker_alter(resource.resource_name, [c.name for c in resource.configs],
-                             ctx.broker.broker_id)
+        _refuse_broker_alter(
+            resource.resource_name, [c.name for c in resource.configs], ctx.broker.broker_id
+        )
         return ErrorCode.none, None
     if resource.resource_type != TOPIC_RESOURCE:
         raise _unsupported_type(resource.resource_type)
     name = resource.resource_name
     if not incremental:
         configs = plan_replace([(c.name, c.value) for c in resource.configs])
-        return await _apply(ctx, AlterTopicConfigsRequest(name, configs, replace=True),
-                            validate_only)
+        return await _apply(
+            ctx, AlterTopicConfigsRequest(name, configs, replace=True), validate_only
+        )
     topics = await ctx.broker.coordinator.get_topics([name])
     if not topics:
         raise _unknown_topic(name)
@@ -427,7 +472,8 @@ async def _alter_one(ctx: RequestContext, resource: Any, validate_only: bool,
         [(c.name, c.config_operation, c.value) for c in resource.configs],
     )
     return await _apply(
-        ctx, AlterTopicConfigsRequest(name, plan.set_configs, plan.delete_configs),
+        ctx,
+        AlterTopicConfigsRequest(name, plan.set_configs, plan.delete_configs),
         validate_only,
     )
 
@@ -441,15 +487,12 @@ async def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
             error, message = ErrorCode.invalid_request, "Duplicate resource in request."
         else:
             try:
-                error, message = await _alter_one(ctx, resource, request.validate_only,
-                                                  incremental)
+                error, message = await _alter_one(ctx, resource, request.validate_only, incremental)
             except ConfigProblem as problem:
                 error, message = problem.error, problem.message
         responses.append(_alter_result(m, resource, error, message))
-    response_cls = (m.IncrementalAlterConfigsResponse if incremental
-                    else m.AlterConfigsResponse)
-    return build(response_cls, throttle_time=datetime.timedelta(0),
-                 responses=tuple(responses))
+    response_cls = m.IncrementalAlterConfigsResponse if incremental else m.AlterConfigsResponse
+    return build(response_cls, throttle_time=datetime.timedelta(0), responses=tuple(responses))
 
 
 @handles(33, 0, 2)

@@ -38,8 +38,10 @@ class Dispatcher:
             metrics.request_errors_total.labels(api="frame").inc()
             raise CloseConnection(str(exc)) from exc
         spec = HANDLERS.get(header.api_key)
-        if header.api_key == API_VERSIONS_KEY and spec is not None and (
-            header.api_version > spec.max_version
+        if (
+            header.api_key == API_VERSIONS_KEY
+            and spec is not None
+            and (header.api_version > spec.max_version)
         ):
             # KIP-511: a client newer than us learns our versions from a v0 answer.
             from lakelog.api.api_versions import unsupported_version_response
@@ -63,19 +65,26 @@ class Dispatcher:
             metrics.request_errors_total.labels(api=api_name).inc()
             raise CloseConnection(str(exc)) from exc
         ctx = RequestContext(
-            header.api_key, header.api_version, header.correlation_id, header.client_id,
-            self._broker, peer,
+            header.api_key,
+            header.api_version,
+            header.correlation_id,
+            header.client_id,
+            self._broker,
+            peer,
         )
         response = await spec.handler(ctx, request)
         metrics.requests_total.labels(api=api_name, version=str(header.api_version)).inc()
-        metrics.request_latency_seconds.labels(api=api_name).observe(
-            time.perf_counter() - started
-        )
+        metrics.request_latency_seconds.labels(api=api_name).observe(time.perf_counter() - started)
         if isinstance(response, NoResponse):
             return None
         header_flexible = schema.flexible and header.api_key != API_VERSIONS_KEY
         if isinstance(response, RawResponse):
-            return [frame_prefix(header.correlation_id, response.size, header_flexible),
-                    *response.parts]
-        return [encode_response(schema, header.correlation_id, response,
-                                header_flexible=header_flexible)]
+            return [
+                frame_prefix(header.correlation_id, response.size, header_flexible),
+                *response.parts,
+            ]
+        return [
+            encode_response(
+                schema, header.correlation_id, response, header_flexible=header_flexible
+            )
+        ]

@@ -59,8 +59,11 @@ async def _read_once(
                 errored = True
             else:
                 slot.find_index = len(finds)
-                finds.append(FindBatchesRequest(topic.topic_id, part.partition,
-                                                part.fetch_offset, part.partition_max_bytes))
+                finds.append(
+                    FindBatchesRequest(
+                        topic.topic_id, part.partition, part.fetch_offset, part.partition_max_bytes
+                    )
+                )
             slots.append(slot)
         layout.append((fetch_topic.topic, slots))
     results = await broker.coordinator.find_batches(finds) if finds else []

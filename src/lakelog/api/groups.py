@@ -44,14 +44,19 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
 
     def answer(result: JoinResult) -> Any:
         return build(
-            m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
-            generation_id=result.generation, protocol_type=result.protocol_type,
+            m.JoinGroupResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            generation_id=result.generation,
+            protocol_type=result.protocol_type,
             protocol_name=result.protocol_name or ("" if ctx.api_version < 7 else None),
-            leader=result.leader, skip_assignment=result.skip_assignment,
+            leader=result.leader,
+            skip_assignment=result.skip_assignment,
             member_id=result.member_id,
             members=tuple(
-                build(m.JoinGroupResponseMember, member_id=mid, group_instance_id=iid,
-                      metadata=meta)
+                build(
+                    m.JoinGroupResponseMember, member_id=mid, group_instance_id=iid, metadata=meta
+                )
                 for mid, iid, meta in result.members
             ),
         )
@@ -65,8 +70,7 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
     rebalance_ms = int(rebalance.total_seconds() * 1000) if rebalance else session_ms
     config = groups.config
     if not config.min_session_timeout_ms <= session_ms <= config.max_session_timeout_ms:
-        return answer(JoinResult(ErrorCode.invalid_session_timeout,
-                                 member_id=request.member_id))
+        return answer(JoinResult(ErrorCode.invalid_session_timeout, member_id=request.member_id))
     group = await groups.get(request.group_id, create=True)
     assert group is not None
     join = JoinRequest(
@@ -97,9 +101,14 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
 
     def answer(result: SyncResult) -> Any:
-        return build(m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
-                     protocol_type=result.protocol_type, protocol_name=result.protocol_name,
-                     assignment=result.assignment)
+        return build(
+            m.SyncGroupResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
+        )
 
     error = await _group_error(ctx, request.group_id)
     if error is not None:
@@ -110,8 +119,11 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
         return answer(SyncResult(ErrorCode.unknown_member_id))
     was_stable = group.state == GroupState.STABLE
     outcome = group.sync(
-        request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
-        getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
         [(a.member_id, bytes(a.assignment)) for a in request.assignments],
         time.monotonic(),
     )
@@ -132,9 +144,15 @@ async def heartbeat(ctx: RequestContext, request: Any) -> Any:
     error = await _group_error(ctx, request.group_id)
     if error is None:
         group = await ctx.broker.groups.get(request.group_id, create=False)
-        error = ErrorCode.unknown_member_id if group is None else group.heartbeat(
-            request.generation_id, request.member_id,
-            getattr(request, "group_instance_id", None), time.monotonic(),
+        error = (
+            ErrorCode.unknown_member_id
+            if group is None
+            else group.heartbeat(
+                request.generation_id,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                time.monotonic(),
+            )
         )
     return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
@@ -153,18 +171,25 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
         group = await groups.get(request.group_id, create=False)
         now = time.monotonic()
         for member_id, instance_id in leaving:
-            results.append(ErrorCode.unknown_member_id if group is None
-                           else group.leave(member_id, instance_id, now))
+            results.append(
+                ErrorCode.unknown_member_id
+                if group is None
+                else group.leave(member_id, instance_id, now)
+            )
         if group is not None:
             groups.save_later(group)
         if ctx.api_version < 3:
             error = results[0]
     return build(
-        m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error or ErrorCode.none,
+        m.LeaveGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error or ErrorCode.none,
         members=tuple(
             build(m.MemberResponse, member_id=mid, group_instance_id=iid, error_code=e)
             for (mid, iid), e in zip(leaving, results, strict=False)
-        ) if ctx.api_version >= 3 else (),
+        )
+        if ctx.api_version >= 3
+        else (),
     )
 
 
@@ -182,11 +207,13 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     if error is None:
         group = await broker.groups.get(request.group_id, create=False)
         if group is not None:
-            error = group.check_commit(generation, request.member_id,
-                                       getattr(request, "group_instance_id", None))
+            error = group.check_commit(
+                generation, request.member_id, getattr(request, "group_instance_id", None)
+            )
         elif generation >= 0 or request.member_id:
-            error = ErrorCode.unknown_member_id if request.member_id else \
-                ErrorCode.illegal_generation
+            error = (
+                ErrorCode.unknown_member_id if request.member_id else ErrorCode.illegal_generation
+            )
     if error == ErrorCode.none:
         error = None
     commits: list[OffsetCommit] = []
@@ -205,27 +232,36 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
                     code = ErrorCode.offset_metadata_too_large
                 else:
                     code = ErrorCode.none
-                    commits.append(OffsetCommit(
-                        t.name, p.partition_index, p.committed_offset,
-                        getattr(p, "committed_leader_epoch", -1), metadata))
-            partitions.append(build(m.OffsetCommitResponsePartition,
-                                    partition_index=p.partition_index, error_code=code))
-        topics.append(build(m.OffsetCommitResponseTopic, name=t.name,
-                            partitions=tuple(partitions)))
+                    commits.append(
+                        OffsetCommit(
+                            t.name,
+                            p.partition_index,
+                            p.committed_offset,
+                            getattr(p, "committed_leader_epoch", -1),
+                            metadata,
+                        )
+                    )
+            partitions.append(
+                build(
+                    m.OffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                )
+            )
+        topics.append(build(m.OffsetCommitResponseTopic, name=t.name, partitions=tuple(partitions)))
     if commits:
         await broker.groups.commit_offsets(request.group_id, commits)
     return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-async def _fetch_group_offsets(ctx: RequestContext, group_id: str,
-                               topics: Any) -> tuple[ErrorCode, list[tuple[str, list[Any]]]]:
+async def _fetch_group_offsets(
+    ctx: RequestContext, group_id: str, topics: Any
+) -> tuple[ErrorCode, list[tuple[str, list[Any]]]]:
     """(group error, [(topic, [CommittedOffset...])]) for one group."""
     error = await _group_error(ctx, group_id)
     if error is not None:
         return error, []
-    asked = None if topics is None else [
-        (t.name, i) for t in topics for i in t.partition_indexes
-    ]
+    asked = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     found = await ctx.broker.groups.fetch_offsets(group_id, asked)
     by_topic: dict[str, list[Any]] = {}
     for c in found:
@@ -243,12 +279,21 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
 
     def encode(topics: list[tuple[str, list[Any]]]) -> tuple[Any, ...]:
         return tuple(
-            build(topic_cls, name=name, partitions=tuple(
-                build(part_cls, partition_index=c.partition, committed_offset=c.offset,
-                      committed_leader_epoch=c.leader_epoch,
-                      metadata=c.metadata if c.offset >= 0 else "",
-                      error_code=ErrorCode.none)
-                for c in offsets))
+            build(
+                topic_cls,
+                name=name,
+                partitions=tuple(
+                    build(
+                        part_cls,
+                        partition_index=c.partition,
+                        committed_offset=c.offset,
+                        committed_leader_epoch=c.leader_epoch,
+                        metadata=c.metadata if c.offset >= 0 else "",
+                        error_code=ErrorCode.none,
+                    )
+                    for c in offsets
+                ),
+            )
             for name, offsets in topics
         )
 
@@ -256,12 +301,14 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
         groups = []
         for g in request.groups:
             error, topics = await _fetch_group_offsets(ctx, g.group_id, g.topics)
-            groups.append(build(group_cls, group_id=g.group_id, topics=encode(topics),
-                                error_code=error))
+            groups.append(
+                build(group_cls, group_id=g.group_id, topics=encode(topics), error_code=error)
+            )
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
     error, topics = await _fetch_group_offsets(ctx, request.group_id, request.topics)
-    return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=encode(topics),
-                 error_code=error)
+    return build(
+        m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=encode(topics), error_code=error
+    )
 
 
 @handles(OFFSET_DELETE, 0, 0)
@@ -287,13 +334,28 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
             else:
                 codes.append(ErrorCode.none)
                 deleting.append((t.name, p.partition_index))
-        topics.append(build(m.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(
-            build(m.OffsetDeleteResponsePartition, partition_index=p.partition_index,
-                  error_code=c) for p, c in zip(t.partitions, codes, strict=True))))
+        topics.append(
+            build(
+                m.OffsetDeleteResponseTopic,
+                name=t.name,
+                partitions=tuple(
+                    build(
+                        m.OffsetDeleteResponsePartition,
+                        partition_index=p.partition_index,
+                        error_code=c,
+                    )
+                    for p, c in zip(t.partitions, codes, strict=True)
+                ),
+            )
+        )
     if deleting:
         await ctx.broker.coordinator.delete_offsets(request.group_id, deleting)
-    return build(m.OffsetDeleteResponse, error_code=error or ErrorCode.none,
-                 throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return build(
+        m.OffsetDeleteResponse,
+        error_code=error or ErrorCode.none,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(topics),
+    )
 
 
 # ---------------------------------------------------------------- admin
@@ -313,11 +375,21 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
             continue
         if types and "classic" not in types:
             continue
-        listed.append(build(m.ListedGroup, group_id=record.group_id,
-                            protocol_type=record.protocol_type or "",
-                            group_state=record.state, group_type="classic"))
-    return build(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-                 groups=tuple(listed))
+        listed.append(
+            build(
+                m.ListedGroup,
+                group_id=record.group_id,
+                protocol_type=record.protocol_type or "",
+                group_state=record.state,
+                group_type="classic",
+            )
+        )
+    return build(
+        m.ListGroupsResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        groups=tuple(listed),
+    )
 
 
 @handles(DESCRIBE_GROUPS, 0, 5)
@@ -331,25 +403,44 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
             state = "Dead"
             if error is None and await ctx.broker.groups.fetch_offsets(group_id, None):
                 state = "Empty"  # known only by its committed offsets
-            described.append(build(
-                m.DescribedGroup, error_code=error or ErrorCode.none, group_id=group_id,
-                group_state=state, protocol_type="", protocol_data="", members=(),
-                authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS))
+            described.append(
+                build(
+                    m.DescribedGroup,
+                    error_code=error or ErrorCode.none,
+                    group_id=group_id,
+                    group_state=state,
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+                )
+            )
             continue
         stable = group.state == GroupState.STABLE
         members = tuple(
-            build(m.DescribedGroupMember, member_id=mem.member_id,
-                  group_instance_id=mem.group_instance_id, client_id=mem.client_id,
-                  client_host=mem.client_host,
-                  member_metadata=mem.metadata_for(group.protocol) if stable else b"",
-                  member_assignment=mem.assignment if stable else b"")
+            build(
+                m.DescribedGroupMember,
+                member_id=mem.member_id,
+                group_instance_id=mem.group_instance_id,
+                client_id=mem.client_id,
+                client_host=mem.client_host,
+                member_metadata=mem.metadata_for(group.protocol) if stable else b"",
+                member_assignment=mem.assignment if stable else b"",
+            )
             for mem in group.members.values()
         )
-        described.append(build(
-            m.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
-            group_state=str(group.state), protocol_type=group.protocol_type or "",
-            protocol_data=group.protocol or "", members=members,
-            authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS))
+        described.append(
+            build(
+                m.DescribedGroup,
+                error_code=ErrorCode.none,
+                group_id=group_id,
+                group_state=str(group.state),
+                protocol_type=group.protocol_type or "",
+                protocol_data=group.protocol or "",
+                members=members,
+                authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+            )
+        )
     return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))
 
 
@@ -368,6 +459,11 @@ async def delete_groups(ctx: RequestContext, request: Any) -> Any:
     results = await ctx.broker.groups.delete([names[i] for i in mine]) if mine else []
     for i, error in zip(mine, results, strict=True):
         errors[i] = error
-    return build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(
-        build(m.DeletableGroupResult, group_id=g, error_code=errors[i])
-        for i, g in enumerate(names)))
+    return build(
+        m.DeleteGroupsResponse,
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            build(m.DeletableGroupResult, group_id=g, error_code=errors[i])
+            for i, g in enumerate(names)
+        ),
+    )

@@ -75,12 +75,20 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
 
     def describe(name: str | None, topic: TopicInfo | None, topic_id: Any = None) -> Any:
         if topic is None:
-            error = (ErrorCode.invalid_topic_exception
-                     if name is not None and topic_name_error(name)
-                     else ErrorCode.unknown_topic_or_partition)
-            return build(m.MetadataResponseTopic, error_code=error, name=name,
-                         topic_id=topic_id, is_internal=False, partitions=(),
-                         topic_authorized_operations=-2147483648)
+            error = (
+                ErrorCode.invalid_topic_exception
+                if name is not None and topic_name_error(name)
+                else ErrorCode.unknown_topic_or_partition
+            )
+            return build(
+                m.MetadataResponseTopic,
+                error_code=error,
+                name=name,
+                topic_id=topic_id,
+                is_internal=False,
+                partitions=(),
+                topic_authorized_operations=-2147483648,
+            )
         partitions = tuple(
             build(
                 m.MetadataResponsePartition,
@@ -94,13 +102,20 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             )
             for p in range(topic.num_partitions)
         )
-        return build(m.MetadataResponseTopic, error_code=ErrorCode.none, name=topic.name,
-                     topic_id=topic.topic_id, is_internal=False, partitions=partitions,
-                     topic_authorized_operations=-2147483648)
+        return build(
+            m.MetadataResponseTopic,
+            error_code=ErrorCode.none,
+            name=topic.name,
+            topic_id=topic.topic_id,
+            is_internal=False,
+            partitions=partitions,
+            topic_authorized_operations=-2147483648,
+        )
 
     if wanted is None:
-        topics = [describe(t.name, t) for t in sorted(await topics_cache.all(),
-                                                       key=lambda t: t.name)]
+        topics = [
+            describe(t.name, t) for t in sorted(await topics_cache.all(), key=lambda t: t.name)
+        ]
     else:
         topics = []
         for requested in request.topics:
@@ -117,8 +132,9 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         m.MetadataResponse,
         throttle_time=datetime.timedelta(0),
         brokers=tuple(
-            build(m.MetadataResponseBroker, node_id=b.broker_id, host=b.host, port=b.port,
-                  rack=b.rack)
+            build(
+                m.MetadataResponseBroker, node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack
+            )
             for b in brokers
         ),
         cluster_id=broker.cluster_id,
@@ -145,13 +161,29 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
         answers.append((key, owner))
     if ctx.api_version >= 4:
         coordinators = tuple(
-            build(m.Coordinator, key=key, node_id=o.broker_id, host=o.host, port=o.port,
-                  error_code=ErrorCode.none, error_message=None)
+            build(
+                m.Coordinator,
+                key=key,
+                node_id=o.broker_id,
+                host=o.host,
+                port=o.port,
+                error_code=ErrorCode.none,
+                error_message=None,
+            )
             for key, o in answers
         )
-        return build(m.FindCoordinatorResponse, throttle_time=datetime.timedelta(0),
-                     coordinators=coordinators)
+        return build(
+            m.FindCoordinatorResponse,
+            throttle_time=datetime.timedelta(0),
+            coordinators=coordinators,
+        )
     _, owner = answers[0]
-    return build(m.FindCoordinatorResponse, throttle_time=datetime.timedelta(0),
-                 error_code=ErrorCode.none, error_message=None, node_id=owner.broker_id,
-                 host=owner.host, port=owner.port)
+    return build(
+        m.FindCoordinatorResponse,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        error_message=None,
+        node_id=owner.broker_id,
+        host=owner.host,
+        port=owner.port,
+    )

@@ -46,8 +46,9 @@ async def _narrow(ctx: RequestContext, asked: int, result: ListOffsetsResult) ->
             return best if best else (result.offset, result.timestamp)
         found = first_offset_at_or_after(data, coord.base_offset, asked)
     except Exception:
-        log.exception("cannot read batch at %s:%d to narrow ListOffsets", coord.object_key,
-                      coord.byte_offset)
+        log.exception(
+            "cannot read batch at %s:%d to narrow ListOffsets", coord.object_key, coord.byte_offset
+        )
         return result.offset, result.timestamp
     if found is None:
         return result.offset, result.timestamp
@@ -91,14 +92,18 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                 result = results[index]
                 error = result.error
                 offset, timestamp = result.offset, result.timestamp
-                if error == ErrorCode.none and asked not in (LATEST_TIMESTAMP,
-                                                             EARLIEST_TIMESTAMP):
+                if error == ErrorCode.none and asked not in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
                     offset, timestamp = await _narrow(ctx, asked, result)
-            partitions.append(build(
-                m.ListOffsetsPartitionResponse, partition_index=partition, error_code=error,
-                timestamp=timestamp, offset=offset,
-                leader_epoch=LEADER_EPOCH if error == ErrorCode.none else -1,
-            ))
+            partitions.append(
+                build(
+                    m.ListOffsetsPartitionResponse,
+                    partition_index=partition,
+                    error_code=error,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=LEADER_EPOCH if error == ErrorCode.none else -1,
+                )
+            )
         topics.append(build(m.ListOffsetsTopicResponse, name=name, partitions=tuple(partitions)))
     return build(m.ListOffsetsResponse, throttle_time=datetime.timedelta(0), topics=tuple(topics))
 
@@ -110,24 +115,42 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         topic = await broker.topics.get(t.topic)
-        keys = [] if topic is None else [
-            PartitionKey(topic.topic_id, p.partition) for p in t.partitions
-            if 0 <= p.partition < topic.num_partitions
-        ]
+        keys = (
+            []
+            if topic is None
+            else [
+                PartitionKey(topic.topic_id, p.partition)
+                for p in t.partitions
+                if 0 <= p.partition < topic.num_partitions
+            ]
+        )
         infos = iter(await broker.coordinator.log_info(keys) if keys else [])
         partitions = []
         for p in t.partitions:
             if topic is None or not 0 <= p.partition < topic.num_partitions:
-                partitions.append(build(m.EpochEndOffset, partition=p.partition,
-                                        error_code=ErrorCode.unknown_topic_or_partition,
-                                        leader_epoch=-1, end_offset=-1))
+                partitions.append(
+                    build(
+                        m.EpochEndOffset,
+                        partition=p.partition,
+                        error_code=ErrorCode.unknown_topic_or_partition,
+                        leader_epoch=-1,
+                        end_offset=-1,
+                    )
+                )
                 continue
             info = next(infos)
-            partitions.append(build(
-                m.EpochEndOffset, partition=p.partition, error_code=info.error,
-                leader_epoch=LEADER_EPOCH, end_offset=info.high_watermark,
-            ))
-        topics.append(build(m.OffsetForLeaderTopicResult, topic=t.topic,
-                            partitions=tuple(partitions)))
-    return build(m.OffsetForLeaderEpochResponse, throttle_time=datetime.timedelta(0),
-                 topics=tuple(topics))
+            partitions.append(
+                build(
+                    m.EpochEndOffset,
+                    partition=p.partition,
+                    error_code=info.error,
+                    leader_epoch=LEADER_EPOCH,
+                    end_offset=info.high_watermark,
+                )
+            )
+        topics.append(
+            build(m.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(partitions))
+        )
+    return build(
+        m.OffsetForLeaderEpochResponse, throttle_time=datetime.timedelta(0), topics=tuple(topics)
+    )

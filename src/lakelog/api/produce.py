@@ -82,13 +82,17 @@ async def _validate(
                     if header.size > config.max_message_bytes:
                         result.error = ErrorCode.message_too_large
                         break
-                    batches.append(AppendRequest(topic.topic_id, part.index, batch, header,
-                                                 config.timestamp_type))
+                    batches.append(
+                        AppendRequest(
+                            topic.topic_id, part.index, batch, header, config.timestamp_type
+                        )
+                    )
             except InvalidBatch as exc:
                 result.error = _batch_error(exc)
                 result.message = str(exc)
-                log.info("rejecting produce to %s-%d from %s: %s", topic.name, part.index,
-                         ctx.peer, exc)
+                log.info(
+                    "rejecting produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc
+                )
             if result.error != ErrorCode.none:
                 continue
             result.first, result.count = len(appends), len(batches)
@@ -142,14 +146,15 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                     base_offset=base_offset,
                     log_append_time=(
                         datetime.datetime.fromtimestamp(append_time / 1000, tz=datetime.UTC)
-                        if append_time >= 0 else None
+                        if append_time >= 0
+                        else None
                     ),
                     log_start_offset=log_start,
                     record_errors=(),
                     error_message=p.message,
                 )
             )
-        topics.append(build(m.TopicProduceResponse, name=outcome.name,
-                            partition_responses=tuple(partitions)))
-    return build(m.ProduceResponse, responses=tuple(topics),
-                 throttle_time=datetime.timedelta(0))
+        topics.append(
+            build(m.TopicProduceResponse, name=outcome.name, partition_responses=tuple(partitions))
+        )
+    return build(m.ProduceResponse, responses=tuple(topics), throttle_time=datetime.timedelta(0))

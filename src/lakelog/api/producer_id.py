@@ -17,9 +17,13 @@ MAX_EPOCH = 32767
 async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     if request.transactional_id is not None:
-        return build(m.InitProducerIdResponse, throttle_time=datetime.timedelta(0),
-                     error_code=ErrorCode.transactional_id_authorization_failed,
-                     producer_id=-1, producer_epoch=-1)
+        return build(
+            m.InitProducerIdResponse,
+            throttle_time=datetime.timedelta(0),
+            error_code=ErrorCode.transactional_id_authorization_failed,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     producer_id = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
@@ -27,5 +31,10 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
         new_id, new_epoch = producer_id, epoch + 1
     else:
         new_id, new_epoch = await ctx.broker.coordinator.allocate_producer_id(), 0
-    return build(m.InitProducerIdResponse, throttle_time=datetime.timedelta(0),
-                 error_code=ErrorCode.none, producer_id=new_id, producer_epoch=new_epoch)
+    return build(
+        m.InitProducerIdResponse,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        producer_id=new_id,
+        producer_epoch=new_epoch,
+    )

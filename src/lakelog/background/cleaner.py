@@ -36,8 +36,13 @@ class FileCleaner:
         return len(keys)
 
     async def run(self) -> None:
-        interval = min(self._broker.settings.retention_check_interval_ms,
-                       self._broker.settings.file_delete_grace_ms) / 1000
+        interval = (
+            min(
+                self._broker.settings.retention_check_interval_ms,
+                self._broker.settings.file_delete_grace_ms,
+            )
+            / 1000
+        )
         while True:
             await asyncio.sleep(max(interval, 0.05))
             try:

@@ -86,12 +86,25 @@ def plan_batch(plan: CommitPlan, batch: CommitBatch, file_size: int) -> CommitBa
     plan.touched[where] = part
     plan.added_bytes[where] = plan.added_bytes.get(where, 0) + batch.byte_size
     plan.live_bytes += batch.byte_size
-    plan.rows.append((
-        part.topic_id, part.partition, base_offset, last_offset, batch.byte_offset,
-        batch.byte_size, batch.base_timestamp, batch.max_timestamp, int(batch.timestamp_type),
-        log_append_time, part.max_timestamp, batch.producer_id, batch.producer_epoch,
-        batch.base_sequence, int(batch.is_transactional),
-    ))
+    plan.rows.append(
+        (
+            part.topic_id,
+            part.partition,
+            base_offset,
+            last_offset,
+            batch.byte_offset,
+            batch.byte_size,
+            batch.base_timestamp,
+            batch.max_timestamp,
+            int(batch.timestamp_type),
+            log_append_time,
+            part.max_timestamp,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.base_sequence,
+            int(batch.is_transactional),
+        )
+    )
     if batch.producer_id >= 0:
         entry = ProducerBatch(
             producer_epoch=batch.producer_epoch,

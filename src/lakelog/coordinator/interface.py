@@ -465,8 +465,9 @@ class BatchCoordinator(abc.ABC):
         offset the group has committed, ordered by topic and partition."""
 
     @abc.abstractmethod
-    async def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> None:
-        ...
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]]
+    ) -> None: ...
 
     @abc.abstractmethod
     async def save_group(self, group: GroupRecord) -> None:

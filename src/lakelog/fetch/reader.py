@@ -51,8 +51,10 @@ class BatchReader:
                 found[key] = data
         if missing:
             await asyncio.gather(
-                *(self._read_object(key, spans, missing, found)
-                  for key, spans in plan_ranges(missing).items())
+                *(
+                    self._read_object(key, spans, missing, found)
+                    for key, spans in plan_ranges(missing).items()
+                )
             )
         return [found[(c.object_key, c.byte_offset)] for c in coords]
 
@@ -67,8 +69,9 @@ class BatchReader:
             chunks = await self._storage.get_ranges(
                 object_key, [s for s, _ in spans], [e for _, e in spans]
             )
-        views = [(start, memoryview(chunk)) for (start, _), chunk in zip(spans, chunks,
-                                                                        strict=True)]
+        views = [
+            (start, memoryview(chunk)) for (start, _), chunk in zip(spans, chunks, strict=True)
+        ]
         for c in wanted:
             if c.object_key != object_key:
                 continue

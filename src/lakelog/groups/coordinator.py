@@ -213,9 +213,9 @@ class GroupCoordinator:
                 continue
             infos = await self._broker.coordinator.log_info(keys)
             for c, info in zip(rows, infos, strict=True):
-                metrics.group_lag.labels(group=group.group_id, topic=c.topic,
-                                         partition=str(c.partition)).set(
-                    max(info.high_watermark - c.offset, 0))
+                metrics.group_lag.labels(
+                    group=group.group_id, topic=c.topic, partition=str(c.partition)
+                ).set(max(info.high_watermark - c.offset, 0))
 
     def _update_state_gauge(self) -> None:
         counts = dict.fromkeys(GroupState, 0)

@@ -92,8 +92,13 @@ class Member:
 
     def record(self) -> GroupMemberRecord:
         return GroupMemberRecord(
-            self.member_id, self.group_instance_id, self.client_id, self.client_host,
-            self.rebalance_timeout_ms, self.session_timeout_ms, tuple(self.protocols),
+            self.member_id,
+            self.group_instance_id,
+            self.client_id,
+            self.client_host,
+            self.rebalance_timeout_ms,
+            self.session_timeout_ms,
+            tuple(self.protocols),
             self.assignment,
         )
 
@@ -121,8 +126,13 @@ class Group:
     # ------------------------------------------------------------------ persistence
     def record(self, now_ms: int) -> GroupRecord:
         return GroupRecord(
-            self.group_id, str(self.state), self.protocol_type, self.protocol,
-            self.generation, self.leader, tuple(m.record() for m in self.members.values()),
+            self.group_id,
+            str(self.state),
+            self.protocol_type,
+            self.protocol,
+            self.generation,
+            self.leader,
+            tuple(m.record() for m in self.members.values()),
             now_ms,
         )
 
@@ -130,15 +140,28 @@ class Group:
     def restore(cls, record: GroupRecord, config: GroupConfig, now: float) -> Group:
         """A group as saved: a Stable group comes back Stable with its members and their
         assignments, each given a fresh session to heartbeat again."""
-        group = cls(record.group_id, config, generation=record.generation,
-                    protocol_type=record.protocol_type, protocol=record.protocol,
-                    leader=record.leader)
+        group = cls(
+            record.group_id,
+            config,
+            generation=record.generation,
+            protocol_type=record.protocol_type,
+            protocol=record.protocol,
+            leader=record.leader,
+        )
         if record.state == GroupState.STABLE and record.members:
             group.state = GroupState.STABLE
             for m in record.members:
-                member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                m.session_timeout_ms, m.rebalance_timeout_ms, list(m.protocols),
-                                m.assignment, deadline=now + m.session_timeout_ms / 1000)
+                member = Member(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.session_timeout_ms,
+                    m.rebalance_timeout_ms,
+                    list(m.protocols),
+                    m.assignment,
+                    deadline=now + m.session_timeout_ms / 1000,
+                )
                 group.members[m.member_id] = member
                 if m.group_instance_id:
                     group.static[m.group_instance_id] = m.member_id
@@ -221,13 +244,19 @@ class Group:
 
     def _new_member(self, member_id: str, request: JoinRequest, now: float) -> Member:
         return Member(
-            member_id, request.group_instance_id, request.client_id, request.client_host,
-            request.session_timeout_ms, request.rebalance_timeout_ms, list(request.protocols),
+            member_id,
+            request.group_instance_id,
+            request.client_id,
+            request.client_host,
+            request.session_timeout_ms,
+            request.rebalance_timeout_ms,
+            list(request.protocols),
             deadline=now + request.session_timeout_ms / 1000,
         )
 
-    def _add_member(self, member_id: str, request: JoinRequest,
-                    now: float) -> asyncio.Future[JoinResult]:
+    def _add_member(
+        self, member_id: str, request: JoinRequest, now: float
+    ) -> asyncio.Future[JoinResult]:
         member = self._new_member(member_id, request, now)
         if self.is_empty:
             self.protocol_type = request.protocol_type
@@ -245,8 +274,9 @@ class Group:
         self._maybe_complete_join(now)
         return future
 
-    def _replace_static(self, old_id: str, new_id: str, request: JoinRequest,
-                        now: float) -> JoinResult | asyncio.Future[JoinResult]:
+    def _replace_static(
+        self, old_id: str, new_id: str, request: JoinRequest, now: float
+    ) -> JoinResult | asyncio.Future[JoinResult]:
         """A static member came back under a new member id: it takes over the old one's
         place (and assignment); in a Stable group with unchanged metadata, no rebalance."""
         old = self.members.pop(old_id)
@@ -272,12 +302,25 @@ class Group:
                 return self._current(member, with_members=False)
             if request.supports_skip_assignment:
                 result = self._current(member, with_members=True)
-                return JoinResult(result.error, result.member_id, result.generation,
-                                  result.protocol_type, result.protocol_name, result.leader,
-                                  result.members, skip_assignment=True)
+                return JoinResult(
+                    result.error,
+                    result.member_id,
+                    result.generation,
+                    result.protocol_type,
+                    result.protocol_name,
+                    result.leader,
+                    result.members,
+                    skip_assignment=True,
+                )
             result = self._current(member, with_members=False)
-            return JoinResult(result.error, result.member_id, result.generation,
-                              result.protocol_type, result.protocol_name, old_id)
+            return JoinResult(
+                result.error,
+                result.member_id,
+                result.generation,
+                result.protocol_type,
+                result.protocol_name,
+                old_id,
+            )
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join_future = future
         if self.state != GroupState.PREPARING_REBALANCE:
@@ -285,8 +328,9 @@ class Group:
         self._maybe_complete_join(now)
         return future
 
-    def _rejoin(self, member: Member, request: JoinRequest,
-                now: float) -> JoinResult | asyncio.Future[JoinResult]:
+    def _rejoin(
+        self, member: Member, request: JoinRequest, now: float
+    ) -> JoinResult | asyncio.Future[JoinResult]:
         unchanged = list(request.protocols) == member.protocols
         member.deadline = now + request.session_timeout_ms / 1000
         member.session_timeout_ms = request.session_timeout_ms
@@ -307,12 +351,23 @@ class Group:
         return future
 
     def _current(self, member: Member, *, with_members: bool) -> JoinResult:
-        members = tuple(
-            (m.member_id, m.group_instance_id, m.metadata_for(self.protocol))
-            for m in self.members.values()
-        ) if with_members else ()
-        return JoinResult(ErrorCode.none, member.member_id, self.generation, self.protocol_type,
-                          self.protocol, self.leader or "", members)
+        members = (
+            tuple(
+                (m.member_id, m.group_instance_id, m.metadata_for(self.protocol))
+                for m in self.members.values()
+            )
+            if with_members
+            else ()
+        )
+        return JoinResult(
+            ErrorCode.none,
+            member.member_id,
+            self.generation,
+            self.protocol_type,
+            self.protocol,
+            self.leader or "",
+            members,
+        )
 
     # ------------------------------------------------------------------ rebalance
     def _prepare_rebalance(self, now: float) -> None:
@@ -333,13 +388,13 @@ class Group:
         """Kafka's delayed initial rebalance: each new member of a new group waits a bit
         more for the others, up to the rebalance timeout."""
         if self.initial_delay_until:
-            self.initial_delay_until = min(now + self.config.initial_rebalance_delay_s,
-                                           self.rebalance_deadline)
+            self.initial_delay_until = min(
+                now + self.config.initial_rebalance_delay_s, self.rebalance_deadline
+            )
 
     def _all_joined(self) -> bool:
         return not self.pending and all(
-            m.join_future is not None and not m.join_future.done()
-            for m in self.members.values()
+            m.join_future is not None and not m.join_future.done() for m in self.members.values()
         )
 
     def _maybe_complete_join(self, now: float) -> None:
@@ -351,8 +406,11 @@ class Group:
             self._complete_join(now)
 
     def _complete_join(self, now: float) -> None:
-        for member_id in [m.member_id for m in self.members.values()
-                          if m.join_future is None or m.join_future.done()]:
+        for member_id in [
+            m.member_id
+            for m in self.members.values()
+            if m.join_future is None or m.join_future.done()
+        ]:
             self._remove(member_id)
         self.pending.clear()
         self.generation += 1
@@ -380,8 +438,10 @@ class Group:
             return
         if member.group_instance_id and self.static.get(member.group_instance_id) == member_id:
             del self.static[member.group_instance_id]
-        for fut, result in ((member.join_future, JoinResult(ErrorCode.unknown_member_id)),
-                            (member.sync_future, SyncResult(ErrorCode.unknown_member_id))):
+        for fut, result in (
+            (member.join_future, JoinResult(ErrorCode.unknown_member_id)),
+            (member.sync_future, SyncResult(ErrorCode.unknown_member_id)),
+        ):
             if fut is not None and not fut.done():
                 fut.set_result(result)  # type: ignore[arg-type]
         if self.leader == member_id:
@@ -402,10 +462,16 @@ class Group:
         self._maybe_complete_join(now)
 
     # ------------------------------------------------------------------ SyncGroup
-    def sync(self, generation: int, member_id: str, instance_id: str | None,
-             protocol_type: str | None, protocol_name: str | None,
-             assignments: Sequence[tuple[str, bytes]],
-             now: float) -> SyncResult | asyncio.Future[SyncResult]:
+    def sync(
+        self,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Sequence[tuple[str, bytes]],
+        now: float,
+    ) -> SyncResult | asyncio.Future[SyncResult]:
         error = self._check_member(member_id, instance_id)
         if error != ErrorCode.none:
             return SyncResult(error)
@@ -436,14 +502,15 @@ class Group:
             for m in self.members.values():
                 if m.sync_future is not None and not m.sync_future.done():
                     m.sync_future.set_result(
-                        SyncResult(ErrorCode.none, self.protocol_type, self.protocol,
-                                   m.assignment))
+                        SyncResult(ErrorCode.none, self.protocol_type, self.protocol, m.assignment)
+                    )
                 m.sync_future = None
         return future
 
     # ------------------------------------------------------------------ Heartbeat
-    def heartbeat(self, generation: int, member_id: str, instance_id: str | None,
-                  now: float) -> ErrorCode:
+    def heartbeat(
+        self, generation: int, member_id: str, instance_id: str | None, now: float
+    ) -> ErrorCode:
         error = self._check_member(member_id, instance_id)
         if error != ErrorCode.none:
             return error

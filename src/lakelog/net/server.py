@@ -83,8 +83,12 @@ class Connection(asyncio.BufferedProtocol):
                 return
             (size,) = struct.unpack(">i", self._size_buf)
             if size <= 0 or size > self._server.max_request_bytes:
-                log.warning("closing %s: request size %d outside 1..%d", self._peer, size,
-                            self._server.max_request_bytes)
+                log.warning(
+                    "closing %s: request size %d outside 1..%d",
+                    self._peer,
+                    size,
+                    self._server.max_request_bytes,
+                )
                 metrics.request_errors_total.labels(api="frame").inc()
                 self.close()
                 return
@@ -141,9 +145,13 @@ class Connection(asyncio.BufferedProtocol):
             finally:
                 self._pending.popleft()
                 self._pending_bytes -= size
-            if self._paused and not self._server.stopping and (
-                len(self._pending) <= self._server.max_inflight // 2
-                and self._pending_bytes <= self._server.max_inflight_bytes // 2
+            if (
+                self._paused
+                and not self._server.stopping
+                and (
+                    len(self._pending) <= self._server.max_inflight // 2
+                    and self._pending_bytes <= self._server.max_inflight_bytes // 2
+                )
             ):
                 self._paused = False
                 transport.resume_reading()

@@ -165,8 +165,15 @@ class WalWriter:
             key = new_wal_key()
             wal = build_wal(
                 [
-                    (r.topic_id, r.partition, r.data, r.header.record_count, r.header.producer_id,
-                     r.header.producer_epoch, r.header.base_sequence)
+                    (
+                        r.topic_id,
+                        r.partition,
+                        r.data,
+                        r.header.record_count,
+                        r.header.producer_id,
+                        r.header.producer_epoch,
+                        r.header.base_sequence,
+                    )
                     for r in buffer.entries
                 ]
             )
@@ -174,8 +181,9 @@ class WalWriter:
             try:
                 await self._storage.put(key, wal.parts)
             except Exception:
-                log.exception("WAL upload of %s failed; failing %d batches", key,
-                              len(buffer.entries))
+                log.exception(
+                    "WAL upload of %s failed; failing %d batches", key, len(buffer.entries)
+                )
                 metrics.wal_commit_failures_total.labels(stage="upload").inc()
                 uploaded = False
             if self._commit_delay_s:
@@ -234,8 +242,9 @@ class WalWriter:
             self._on_fenced()
         accepted = [
             (request, result, offset)
-            for request, result, (offset, _) in zip(buffer.entries, results, placements,
-                                                    strict=True)
+            for request, result, (offset, _) in zip(
+                buffer.entries, results, placements, strict=True
+            )
             if result.error == ErrorCode.none and not result.is_duplicate
         ]
         try:

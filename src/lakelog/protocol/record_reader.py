@@ -64,8 +64,9 @@ def record_positions(batch: bytes | memoryview) -> Iterator[RecordPosition]:
         pos = end
 
 
-def first_offset_at_or_after(batch: bytes | memoryview, base_offset: int,
-                             timestamp: int) -> tuple[int, int] | None:
+def first_offset_at_or_after(
+    batch: bytes | memoryview, base_offset: int, timestamp: int
+) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record whose timestamp is >= `timestamp`."""
     for record in record_positions(batch):
         if record.timestamp >= timestamp:

@@ -8,8 +8,9 @@ class VarintError(ValueError):
     """The buffer ends inside a varint, or the varint is too long."""
 
 
-def read_uvarint(buf: bytes | bytearray | memoryview, pos: int,
-                 max_bytes: int = 5) -> tuple[int, int]:
+def read_uvarint(
+    buf: bytes | bytearray | memoryview, pos: int, max_bytes: int = 5
+) -> tuple[int, int]:
     """(value, position after it)."""
     result = shift = 0
     for _ in range(max_bytes):

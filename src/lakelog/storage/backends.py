@@ -29,9 +29,7 @@ SECRET_OPTIONS = frozenset({"secret_access_key", "session_token"})
 _S3_OPTIONS = frozenset(
     {"endpoint", "region", "access_key_id", "path_style", "allow_http"} | SECRET_OPTIONS
 )
-_RETRY_OPTIONS = frozenset(
-    {"max_retries", "retry_timeout_s", "init_backoff_s", "max_backoff_s"}
-)
+_RETRY_OPTIONS = frozenset({"max_retries", "retry_timeout_s", "init_backoff_s", "max_backoff_s"})
 _CLIENT_OPTIONS = frozenset({"timeout_s", "connect_timeout_s"})
 _ALL_OPTIONS = _S3_OPTIONS | _RETRY_OPTIONS | _CLIENT_OPTIONS
 _BOOL_OPTIONS = frozenset({"path_style", "allow_http"})

@@ -106,7 +106,11 @@ def parse_key(key: str) -> ParsedKey:
             raise InvalidKeyError(f"base offset out of range in key {key!r}")
         object_id = _parse_uuid7(id_text, key)
         return ParsedKey(
-            KeyKind.SEGMENT, object_id, uuid7_time_ms(object_id), topic_id, partition,
+            KeyKind.SEGMENT,
+            object_id,
+            uuid7_time_ms(object_id),
+            topic_id,
+            partition,
             base_offset,
         )
     raise InvalidKeyError(f"not a Lakelog object key: {key!r}")

@@ -112,8 +112,15 @@ def build_wal(entries: Sequence[WalEntry | tuple]) -> WalObject:
             raise ValueError(f"batch {i} is {size} bytes; the WAL format allows {_MAX_BATCH}")
         try:
             _ENTRY.pack_into(
-                footer, slot * ENTRY_SIZE, entry.topic_id.bytes, entry.partition, offset,
-                size, entry.record_count, entry.producer_id, entry.producer_epoch,
+                footer,
+                slot * ENTRY_SIZE,
+                entry.topic_id.bytes,
+                entry.partition,
+                offset,
+                size,
+                entry.record_count,
+                entry.producer_id,
+                entry.producer_epoch,
                 entry.base_sequence,
             )
         except struct.error as exc:

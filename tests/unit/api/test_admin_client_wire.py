@@ -16,8 +16,13 @@ from lakelog.protocol.frames import api_schema, decode_body, parse_header
 @pytest.mark.parametrize("version", [2, 4, 5, 7])
 def test_create_topics_frame_roundtrip(version: int) -> None:
     m = load_payload_module(19, version, EntityType.request)
-    topic = m.CreatableTopic(name="t", num_partitions=3, replication_factor=3, assignments=(),
-                             configs=(m.CreatableTopicConfig(name="retention.ms", value="1"),))
+    topic = m.CreatableTopic(
+        name="t",
+        num_partitions=3,
+        replication_factor=3,
+        assignments=(),
+        configs=(m.CreatableTopicConfig(name="retention.ms", value="1"),),
+    )
     request = build(m.CreateTopicsRequest, topics=(topic,), validate_only=True)
     frame = encode_request(19, version, 42, "me", request)
     (size,) = struct.unpack_from(">i", frame)

@@ -46,8 +46,13 @@ def test_dot_underscore_collisions() -> None:
 
 
 def _topic(**fields: object) -> CreatableTopic:
-    base: dict[str, object] = {"name": "t", "num_partitions": -1, "replication_factor": -1,
-                               "assignments": (), "configs": ()}
+    base: dict[str, object] = {
+        "name": "t",
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "assignments": (),
+        "configs": (),
+    }
     return CreatableTopic(**{**base, **fields})  # type: ignore[arg-type]
 
 
@@ -69,12 +74,18 @@ def test_any_replication_factor_is_accepted() -> None:
         ({"num_partitions": -2}, ErrorCode.invalid_partitions),
         ({"replication_factor": 0}, ErrorCode.invalid_replication_factor),
         ({"name": "bad name"}, ErrorCode.invalid_topic_exception),
-        ({"configs": (CreatableTopicConfig(name="retention.ms", value="soon"),)},
-         ErrorCode.invalid_config),
-        ({"configs": (CreatableTopicConfig(name="no.such.config", value="1"),)},
-         ErrorCode.invalid_config),
-        ({"configs": (CreatableTopicConfig(name="retention.ms", value=None),)},
-         ErrorCode.invalid_config),
+        (
+            {"configs": (CreatableTopicConfig(name="retention.ms", value="soon"),)},
+            ErrorCode.invalid_config,
+        ),
+        (
+            {"configs": (CreatableTopicConfig(name="no.such.config", value="1"),)},
+            ErrorCode.invalid_config,
+        ),
+        (
+            {"configs": (CreatableTopicConfig(name="retention.ms", value=None),)},
+            ErrorCode.invalid_config,
+        ),
     ],
 )
 def test_refused(fields: dict[str, object], error: ErrorCode) -> None:
@@ -85,8 +96,10 @@ def test_refused(fields: dict[str, object], error: ErrorCode) -> None:
 
 
 def test_configs_are_kept() -> None:
-    configs = (CreatableTopicConfig(name="cleanup.policy", value="compact"),
-               CreatableTopicConfig(name="retention.ms", value="1000"))
+    configs = (
+        CreatableTopicConfig(name="cleanup.policy", value="compact"),
+        CreatableTopicConfig(name="retention.ms", value="1000"),
+    )
     plan = plan_topic(_topic(configs=configs), Settings())
     assert plan.configs == {"cleanup.policy": "compact", "retention.ms": "1000"}
 
@@ -108,8 +121,7 @@ def test_manual_assignments_give_counts() -> None:
         ({"assignments": (_assign(0, 0), _assign(2, 0))}, ErrorCode.invalid_replica_assignment),
         ({"assignments": (_assign(0, 0, 0),)}, ErrorCode.invalid_replica_assignment),
         ({"assignments": (_assign(0),)}, ErrorCode.invalid_replica_assignment),
-        ({"assignments": (_assign(0, 0), _assign(1, 0, 1))},
-         ErrorCode.invalid_replica_assignment),
+        ({"assignments": (_assign(0, 0), _assign(1, 0, 1))}, ErrorCode.invalid_replica_assignment),
     ],
 )
 def test_bad_assignments(fields: dict[str, object], error: ErrorCode) -> None:

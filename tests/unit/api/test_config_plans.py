@@ -56,9 +56,11 @@ def _fallback() -> dict[str, str]:
 
 
 def test_incremental_set_and_delete() -> None:
-    plan = plan_incremental({"retention.ms": "1"}, _fallback(),
-                            [("retention.ms", AlterOp.DELETE, None),
-                             ("retention.bytes", AlterOp.SET, "100")])
+    plan = plan_incremental(
+        {"retention.ms": "1"},
+        _fallback(),
+        [("retention.ms", AlterOp.DELETE, None), ("retention.bytes", AlterOp.SET, "100")],
+    )
     assert plan.set_configs == {"retention.bytes": "100"}
     assert plan.delete_configs == ["retention.ms"]
 
@@ -66,11 +68,15 @@ def test_incremental_set_and_delete() -> None:
 def test_append_and_subtract_start_from_the_default() -> None:
     plan = plan_incremental({}, _fallback(), [("cleanup.policy", AlterOp.APPEND, "compact")])
     assert plan.set_configs == {"cleanup.policy": "delete,compact"}
-    plan = plan_incremental({"cleanup.policy": "delete,compact"}, _fallback(),
-                            [("cleanup.policy", AlterOp.SUBTRACT, "delete")])
+    plan = plan_incremental(
+        {"cleanup.policy": "delete,compact"},
+        _fallback(),
+        [("cleanup.policy", AlterOp.SUBTRACT, "delete")],
+    )
     assert plan.set_configs == {"cleanup.policy": "compact"}
-    plan = plan_incremental({"cleanup.policy": "compact"}, _fallback(),
-                            [("cleanup.policy", AlterOp.APPEND, "compact")])
+    plan = plan_incremental(
+        {"cleanup.policy": "compact"}, _fallback(), [("cleanup.policy", AlterOp.APPEND, "compact")]
+    )
     assert plan.set_configs == {"cleanup.policy": "compact"}
 
 
@@ -82,8 +88,10 @@ def test_append_and_subtract_start_from_the_default() -> None:
         ([("cleanup.policy", AlterOp.SUBTRACT, "delete")], ErrorCode.invalid_config),
         ([("retention.ms", AlterOp.SET, None)], ErrorCode.invalid_request),
         ([("retention.ms", 9, "1")], ErrorCode.invalid_request),
-        ([("retention.ms", AlterOp.SET, "1"), ("retention.ms", AlterOp.DELETE, None)],
-         ErrorCode.invalid_request),
+        (
+            [("retention.ms", AlterOp.SET, "1"), ("retention.ms", AlterOp.DELETE, None)],
+            ErrorCode.invalid_request,
+        ),
         ([("bogus.config", AlterOp.SET, "1")], ErrorCode.invalid_config),
     ],
 )

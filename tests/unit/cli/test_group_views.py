@@ -19,13 +19,18 @@ from lakelog.admin_client import (
 from lakelog.group_offsets import offset_rows
 
 
-def encode_assignment(version: int, assignment: dict[str, list[int]],
-                      user_data: bytes | None = None, prefix: int | None = None) -> bytes:
+def encode_assignment(
+    version: int,
+    assignment: dict[str, list[int]],
+    user_data: bytes | None = None,
+    prefix: int | None = None,
+) -> bytes:
     """ConsumerProtocolAssignment as a consumer leader writes it: version, then the body."""
     m = load_entity_module("consumer_protocol_assignment", version, EntityType.data)
     value = m.ConsumerProtocolAssignment(
-        assigned_partitions=tuple(m.TopicPartition(topic=t, partitions=tuple(ps))
-                                  for t, ps in assignment.items()),
+        assigned_partitions=tuple(
+            m.TopicPartition(topic=t, partitions=tuple(ps)) for t, ps in assignment.items()
+        ),
         user_data=user_data,
     )
     out = io.BytesIO()
@@ -59,8 +64,12 @@ def test_decode_empty_and_bad_input() -> None:
 def test_a_topic_listed_twice_is_merged() -> None:
     data = encode_assignment(0, {"t": [1]})
     m = load_entity_module("consumer_protocol_assignment", 0, EntityType.data)
-    value = m.ConsumerProtocolAssignment(assigned_partitions=(
-        m.TopicPartition(topic="t", partitions=(3,)), m.TopicPartition(topic="t", partitions=(1,))))
+    value = m.ConsumerProtocolAssignment(
+        assigned_partitions=(
+            m.TopicPartition(topic="t", partitions=(3,)),
+            m.TopicPartition(topic="t", partitions=(1,)),
+        )
+    )
     out = io.BytesIO(b"\x00\x00")
     out.seek(2)
     entity_writer(type(value))(out, value)
@@ -74,15 +83,20 @@ def _member(member_id: str, client_id: str, assignment: dict[str, tuple[int, ...
 
 def test_offset_rows_members_first_then_unowned_commits() -> None:
     group = GroupDescription(
-        "g", "Stable", "consumer", "range",
+        "g",
+        "Stable",
+        "consumer",
+        "range",
         (_member("m2", "c2", {"t": (1,)}), _member("m1", "c1", {"t": (0,), "u": (0,)})),
         Node(0, "h", 9092),
     )
     committed = {("t", 0): 4, ("t", 2): 9, ("u", 0): 1}
     log_ends = {("t", 0): 10, ("t", 1): 3, ("t", 2): 9, ("u", 0): None}
     rows = offset_rows(group, committed, log_ends)
-    assert [(r.topic, r.partition, r.current_offset, r.log_end_offset, r.lag, r.consumer_id)
-            for r in rows] == [
+    assert [
+        (r.topic, r.partition, r.current_offset, r.log_end_offset, r.lag, r.consumer_id)
+        for r in rows
+    ] == [
         ("t", 0, 4, 10, 6, "m1"),
         ("u", 0, 1, None, None, "m1"),
         ("t", 1, None, 3, None, "m2"),

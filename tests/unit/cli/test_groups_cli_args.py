@@ -10,23 +10,25 @@ from lakelog.cli_groups import groups_app
 UNREACHABLE = ["--bootstrap-server", "127.0.0.1:1"]
 
 
-@pytest.mark.parametrize("args", [
-    ["g", "--topic", "t"],  # no mode
-    ["g", "--topic", "t", "--to-earliest", "--to-latest"],
-    ["g", "--topic", "t", "--to-offset", "1", "--shift-by", "1"],
-    ["g", "--to-earliest"],  # no scope
-    ["g", "--topic", "t", "--all-topics", "--to-earliest"],
-    ["g", "--topic", "t", "--to-datetime", "not-a-date"],
-    ["g", "--topic", "t", "--to-earliest", "--execute", "--dry-run"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["g", "--topic", "t"],  # no mode
+        ["g", "--topic", "t", "--to-earliest", "--to-latest"],
+        ["g", "--topic", "t", "--to-offset", "1", "--shift-by", "1"],
+        ["g", "--to-earliest"],  # no scope
+        ["g", "--topic", "t", "--all-topics", "--to-earliest"],
+        ["g", "--topic", "t", "--to-datetime", "not-a-date"],
+        ["g", "--topic", "t", "--to-earliest", "--execute", "--dry-run"],
+    ],
+)
 def test_reset_offsets_usage_errors(args: list[str]) -> None:
     result = CliRunner().invoke(groups_app, ["reset-offsets", *args, *UNREACHABLE])
     assert result.exit_code == 2, result.output
 
 
 def test_describe_members_and_state_are_exclusive() -> None:
-    result = CliRunner().invoke(groups_app, ["describe", "g", "--members", "--state",
-                                             *UNREACHABLE])
+    result = CliRunner().invoke(groups_app, ["describe", "g", "--members", "--state", *UNREACHABLE])
     assert result.exit_code == 2, result.output
 
 

@@ -26,8 +26,7 @@ TP = tuple[str, int]
 
 
 class FakeClient:
-    def __init__(self, state: str = "Empty",
-                 commit_error: ErrorCode = ErrorCode.none) -> None:
+    def __init__(self, state: str = "Empty", commit_error: ErrorCode = ErrorCode.none) -> None:
         self.state = state
         self.commit_error = commit_error
         self.commits: list[dict[TP, int]] = []
@@ -41,8 +40,11 @@ class FakeClient:
         return {("t", 0): 5}
 
     async def describe_topics(self, names: Sequence[str]) -> list[TopicDescription]:
-        return [TopicDescription("t", None, tuple(PartitionDescription(p, 0, (0,), (0,))
-                                                  for p in range(2)))]
+        return [
+            TopicDescription(
+                "t", None, tuple(PartitionDescription(p, 0, (0,), (0,)) for p in range(2))
+            )
+        ]
 
     async def list_offsets(self, asks: Mapping[TP, int]) -> dict[TP, ListedOffset]:
         answers = {EARLIEST: 2, LATEST: 9}
@@ -55,8 +57,14 @@ class FakeClient:
 
 async def test_dry_run_commits_nothing() -> None:
     client = FakeClient()
-    result = await _reset(client, "g", ["t"], False, ResetSpec(ResetMode.EARLIEST),  # type: ignore[arg-type]
-                          execute=False)
+    result = await _reset(
+        client,
+        "g",
+        ["t"],
+        False,
+        ResetSpec(ResetMode.EARLIEST),  # type: ignore[arg-type]
+        execute=False,
+    )
     assert [(p.partition, p.offset) for p in result.plan] == [(0, 2), (1, 2)]
     assert result.previous == {("t", 0): 5}
     assert client.commits == []
@@ -64,8 +72,14 @@ async def test_dry_run_commits_nothing() -> None:
 
 async def test_execute_commits_the_plan() -> None:
     client = FakeClient(state="missing")  # a group that never existed can be seeded
-    await _reset(client, "g", ["t:1"], False, ResetSpec(ResetMode.DATETIME, 1),  # type: ignore[arg-type]
-                 execute=True)
+    await _reset(
+        client,
+        "g",
+        ["t:1"],
+        False,
+        ResetSpec(ResetMode.DATETIME, 1),  # type: ignore[arg-type]
+        execute=True,
+    )
     assert client.commits == [{("t", 1): 4}]
 
 

@@ -48,7 +48,9 @@ def test_to_offset_is_clamped_to_the_log() -> None:
 
 def test_to_datetime_uses_the_log_end_when_no_record_is_that_late() -> None:
     assert offsets(ResetSpec(ResetMode.DATETIME, 123)) == {
-        ("a", 0): 30, ("a", 1): 10, ("b", 0): 0,
+        ("a", 0): 30,
+        ("a", 1): 10,
+        ("b", 0): 0,
     }
 
 
@@ -81,7 +83,9 @@ def test_select_partitions() -> None:
     counts = {"a": 3, "b": 1}
     assert select_partitions(["a"], False, counts, []) == [("a", 0), ("a", 1), ("a", 2)]
     assert select_partitions(["a:2", "b", "a:0"], False, counts, []) == [
-        ("a", 0), ("a", 2), ("b", 0),
+        ("a", 0),
+        ("a", 2),
+        ("b", 0),
     ]
     committed = [("z", 1), ("a", 0), ("z", 0)]
     assert select_partitions([], True, counts, committed) == [("a", 0), ("z", 0), ("z", 1)]

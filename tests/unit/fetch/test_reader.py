@@ -9,13 +9,18 @@ from lakelog.storage.store import ObjectStorage
 
 
 def _coord(key: str, start: int, size: int, base: int = 0) -> BatchCoordinate:
-    return BatchCoordinate(key, start, size, base, base, 0, 0, TimestampType.CREATE_TIME, -1,
-                           -1, -1, -1, False)
+    return BatchCoordinate(
+        key, start, size, base, base, 0, 0, TimestampType.CREATE_TIME, -1, -1, -1, -1, False
+    )
 
 
 def test_neighbouring_ranges_coalesce_and_far_ones_do_not() -> None:
-    coords = [_coord("a", 0, 10), _coord("a", 10, 5), _coord("a", 15 + COALESCE_GAP + 1, 3),
-              _coord("b", 100, 7)]
+    coords = [
+        _coord("a", 0, 10),
+        _coord("a", 10, 5),
+        _coord("a", 15 + COALESCE_GAP + 1, 3),
+        _coord("b", 100, 7),
+    ]
     assert plan_ranges(coords) == {
         "a": [(0, 15), (15 + COALESCE_GAP + 1, 15 + COALESCE_GAP + 4)],
         "b": [(100, 107)],

@@ -7,15 +7,29 @@ import pytest
 from lakelog.errors import ErrorCode
 from lakelog.groups.group import Group, GroupConfig, GroupState, JoinRequest, JoinResult
 
-CONFIG = GroupConfig(initial_rebalance_delay_s=0.0, min_session_timeout_ms=1000,
-                     max_session_timeout_ms=60_000)
+CONFIG = GroupConfig(
+    initial_rebalance_delay_s=0.0, min_session_timeout_ms=1000, max_session_timeout_ms=60_000
+)
 
 
-def _join(member_id: str = "", instance: str | None = None, protocols=None,
-          session_ms: int = 10_000, protocol_type: str = "consumer") -> JoinRequest:
-    return JoinRequest(member_id, instance, "client", "/127.0.0.1", session_ms, session_ms,
-                       protocol_type, protocols or [("range", b"meta")],
-                       require_known_member_id=True)
+def _join(
+    member_id: str = "",
+    instance: str | None = None,
+    protocols=None,
+    session_ms: int = 10_000,
+    protocol_type: str = "consumer",
+) -> JoinRequest:
+    return JoinRequest(
+        member_id,
+        instance,
+        "client",
+        "/127.0.0.1",
+        session_ms,
+        session_ms,
+        protocol_type,
+        protocols or [("range", b"meta")],
+        require_known_member_id=True,
+    )
 
 
 async def _member(group: Group, now: float = 0.0, **kw) -> str:
@@ -41,8 +55,9 @@ async def _stable_group(*instances: str | None) -> tuple[Group, list[str]]:
     ids = [r.member_id for r in results]
     leader = results[0].leader
     generation = results[0].generation
-    sync = group.sync(generation, leader, None, "consumer", "range",
-                      [(m, m.encode()) for m in ids], 0.0)
+    sync = group.sync(
+        generation, leader, None, "consumer", "range", [(m, m.encode()) for m in ids], 0.0
+    )
     assert not isinstance(sync, JoinResult)
     return group, ids
 
@@ -83,8 +98,7 @@ async def test_errors_for_unknown_member_and_stale_generation() -> None:
     group, (member,) = await _stable_group(None)
     assert group.heartbeat(1, "nobody", None, 0.0) == ErrorCode.unknown_member_id
     assert group.heartbeat(0, member, None, 0.0) == ErrorCode.illegal_generation
-    assert group.sync(7, member, None, None, None, [], 0.0).error == \
-        ErrorCode.illegal_generation
+    assert group.sync(7, member, None, None, None, [], 0.0).error == ErrorCode.illegal_generation
     assert group.check_commit(0, member, None) == ErrorCode.illegal_generation
     assert group.check_commit(1, "nobody", None) == ErrorCode.unknown_member_id
     assert group.check_commit(-1, "", None) == ErrorCode.unknown_member_id  # group active

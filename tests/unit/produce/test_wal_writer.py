@@ -78,12 +78,19 @@ def _request(topic_id: Any, partition: int, value: bytes, **kw: Any) -> AppendRe
     return AppendRequest(topic_id, partition, view, validate(view), TimestampType.CREATE_TIME)
 
 
-def _writer(storage: Any, coordinator: Any, committed: list[CommittedObject],
-            **kw: Any) -> WalWriter:
+def _writer(
+    storage: Any, coordinator: Any, committed: list[CommittedObject], **kw: Any
+) -> WalWriter:
     options = {"max_buffer_bytes": 1 << 20, "commit_interval_ms": 20, "max_sealed_buffers": 2}
     options.update(kw)
-    return WalWriter(storage, coordinator, broker_id=0, broker_epoch=lambda: -1,
-                     on_commit=committed.append, **options)
+    return WalWriter(
+        storage,
+        coordinator,
+        broker_id=0,
+        broker_epoch=lambda: -1,
+        on_commit=committed.append,
+        **options,
+    )
 
 
 async def test_batches_committed_with_dense_offsets_and_footer(

@@ -11,8 +11,12 @@ def _frame(api_key: int, version: int, body_obj: object, client_id: str = "c") -
     cls = load_request_schema(api_key, version)
     header_cls = cls.__header_schema__
     out = io.BytesIO()
-    fields = {"request_api_key": api_key, "request_api_version": version,
-              "correlation_id": 7, "client_id": client_id}
+    fields = {
+        "request_api_key": api_key,
+        "request_api_version": version,
+        "correlation_id": 7,
+        "client_id": client_id,
+    }
     entity_writer(header_cls)(out, header_cls(**fields))
     entity_writer(cls)(out, body_obj)
     return memoryview(bytearray(out.getvalue()))
@@ -21,8 +25,7 @@ def _frame(api_key: int, version: int, body_obj: object, client_id: str = "c") -
 def test_flexible_and_legacy_headers() -> None:
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-    frame = _frame(18, 3, ApiVersionsRequest(client_software_name="x",
-                                             client_software_version="1"))
+    frame = _frame(18, 3, ApiVersionsRequest(client_software_name="x", client_software_version="1"))
     header = parse_header(frame)
     assert (header.api_key, header.api_version, header.correlation_id) == (18, 3, 7)
     assert header.client_id == "c"
@@ -33,8 +36,7 @@ def test_flexible_and_legacy_headers() -> None:
 def test_trailing_bytes_ignored_like_kafka() -> None:
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-    frame = _frame(18, 3, ApiVersionsRequest(client_software_name="x",
-                                             client_software_version="1"))
+    frame = _frame(18, 3, ApiVersionsRequest(client_software_name="x", client_software_version="1"))
     data = memoryview(bytearray(bytes(frame) + b"\x00\x01"))
     assert decode_body(api_schema(18, 3), data, parse_header(data)).client_software_name == "x"
 
@@ -42,8 +44,7 @@ def test_trailing_bytes_ignored_like_kafka() -> None:
 def test_truncated_body_rejected() -> None:
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-    frame = _frame(18, 3, ApiVersionsRequest(client_software_name="x",
-                                             client_software_version="1"))
+    frame = _frame(18, 3, ApiVersionsRequest(client_software_name="x", client_software_version="1"))
     data = memoryview(bytearray(bytes(frame)[:-3]))
     with pytest.raises(MalformedRequest):
         decode_body(api_schema(18, 3), data, parse_header(data))

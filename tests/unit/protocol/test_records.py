@@ -15,8 +15,9 @@ from tests.support.batches import CODECS, build_batch
 
 
 def test_header_fields_and_crc() -> None:
-    batch = build_batch([(b"k", b"v"), (None, None)], producer_id=7, producer_epoch=1,
-                        base_sequence=5)
+    batch = build_batch(
+        [(b"k", b"v"), (None, None)], producer_id=7, producer_epoch=1, base_sequence=5
+    )
     (view,) = list(split_batches(batch))
     header = validate(view)
     assert header.record_count == 2
@@ -74,8 +75,13 @@ def test_record_timestamps_every_codec(codec: str) -> None:
     assert first_offset_at_or_after(batch, 10, 201) is None
 
 
-@given(st.lists(st.tuples(st.binary(max_size=20) | st.none(), st.binary(max_size=50) | st.none()),
-                min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.tuples(st.binary(max_size=20) | st.none(), st.binary(max_size=50) | st.none()),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_any_records_round_trip_header(records: list[tuple[bytes | None, bytes | None]]) -> None:
     header = validate(memoryview(build_batch(records)))
     assert header.records_count == len(records)

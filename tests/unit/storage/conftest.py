@@ -49,9 +49,7 @@ def s3_credentials() -> tuple[str, str]:
 
 
 @pytest.fixture(params=["memory", "file", pytest.param("s3", marks=pytest.mark.s3)])
-async def storage(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[ObjectStorage]:
+async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ObjectStorage]:
     """The same ObjectStorage API over each backend the broker supports."""
     if request.param == "memory":
         yield ObjectStorage.from_url("memory://")

@@ -129,9 +129,7 @@ def test_segment_keys_list_in_offset_order() -> None:
     assert [parse_key(k).base_offset for k in sorted(keys)] == sorted(offsets)
 
 
-@pytest.mark.parametrize(
-    ("partition", "offset"), [(-1, 0), (2**31, 0), (0, -1), (0, 2**63)]
-)
+@pytest.mark.parametrize(("partition", "offset"), [(-1, 0), (2**31, 0), (0, -1), (0, 2**63)])
 def test_segment_key_rejects_out_of_range(partition: int, offset: int) -> None:
     with pytest.raises(ValueError):
         segment_key(uuid.uuid4(), partition, offset)

@@ -60,8 +60,13 @@ def test_round_trip(entries: list[WalEntry]) -> None:
         if placement[1]:
             info = by_placement[placement]
             assert info == WalEntryInfo(
-                entry.topic_id, entry.partition, placement[0], placement[1],
-                entry.record_count, entry.producer_id, entry.producer_epoch,
+                entry.topic_id,
+                entry.partition,
+                placement[0],
+                placement[1],
+                entry.record_count,
+                entry.producer_id,
+                entry.producer_epoch,
                 entry.base_sequence,
             )
 
@@ -70,8 +75,9 @@ def test_round_trip(entries: list[WalEntry]) -> None:
     assert keys == sorted(keys)
     for topic in TOPICS:
         for partition in range(4):
-            arrived = [i for i, e in enumerate(entries) if (e.topic_id, e.partition) ==
-                       (topic, partition)]
+            arrived = [
+                i for i, e in enumerate(entries) if (e.topic_id, e.partition) == (topic, partition)
+            ]
             offsets = [wal.placements[i][0] for i in arrived]
             assert offsets == sorted(offsets)
 
@@ -83,10 +89,12 @@ def test_round_trip(entries: list[WalEntry]) -> None:
 def test_parts_are_the_callers_buffers() -> None:
     batch_a = memoryview(bytearray(b"a" * 100))
     batch_b = b"b" * 50
-    wal = build_wal([
-        (TOPICS[0], 1, batch_a, 1, -1, -1, -1),
-        (TOPICS[0], 0, batch_b, 1, -1, -1, -1),
-    ])
+    wal = build_wal(
+        [
+            (TOPICS[0], 1, batch_a, 1, -1, -1, -1),
+            (TOPICS[0], 0, batch_b, 1, -1, -1, -1),
+        ]
+    )
     assert wal.parts[0] is batch_b  # partition 0 sorts first
     assert wal.parts[1] is batch_a
     assert len(wal.parts) == 3
@@ -117,8 +125,9 @@ def _sample() -> bytes:
     [
         pytest.param(lambda d: d[:-1] + b"X", id="magic"),
         pytest.param(lambda d: d[:-8] + struct.pack(">H", 9) + d[-6:], id="version"),
-        pytest.param(lambda d: d[: -TRAILER_SIZE - 3] + b"\xff" + d[-TRAILER_SIZE - 2 :],
-                     id="footer-crc"),
+        pytest.param(
+            lambda d: d[: -TRAILER_SIZE - 3] + b"\xff" + d[-TRAILER_SIZE - 2 :], id="footer-crc"
+        ),
         pytest.param(lambda d: d[:10], id="truncated"),
         pytest.param(lambda d: d[-TRAILER_SIZE - ENTRY_SIZE :], id="suffix-too-short"),
         pytest.param(lambda d: b"", id="empty"),

@@ -60,7 +60,8 @@ async def commit_file(
     partitions = await partitions_of(locked)
     # Taken under the partition locks, so LogAppendTime follows the commit order.
     commit = CommitPlan(
-        now=now_ms(), partitions=dict(partitions),
+        now=now_ms(),
+        partitions=dict(partitions),
         histories=await _histories(histories, partitions),
     )
     results = [

@@ -305,7 +305,11 @@ class SqliteBatchCoordinator(BatchCoordinator):
 
     async def fence_broker(self, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
         return await self._run(
-            "fence_broker", True, cluster.fence_broker, broker_id, broker_epoch,
+            "fence_broker",
+            True,
+            cluster.fence_broker,
+            broker_id,
+            broker_epoch,
             silent_since_ms,
         )
 
