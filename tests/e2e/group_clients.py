@@ -172,6 +172,7 @@ class GroupMember:
             self.closed.set()
 
     def _run(self) -> None:
+        """Each client's consume loop; the subclasses below are the real members."""
         raise NotImplementedError
 
 
