@@ -5,9 +5,15 @@ are opaque bytes, stored as BYTEA so no encoding can mangle them."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from lakelog.coordinator.group_rows import (
+    GROUP_COLUMNS,
+    MEMBER_COLUMNS,
+    group_record,
+    member_record,
+)
 from lakelog.coordinator.interface import (
     CommittedOffset,
     GroupMemberRecord,
@@ -18,11 +24,6 @@ from lakelog.coordinator.postgres.rows import Conn
 from lakelog.coordinator.sqlite.groups import EMPTY
 from lakelog.errors import ErrorCode
 
-_GROUP_COLUMNS = "group_id, state, protocol_type, protocol, generation, leader, updated_at"
-_MEMBER_COLUMNS = (
-    "group_id, position, member_id, group_instance_id, client_id, client_host,"
-    " rebalance_timeout_ms, session_timeout_ms, assignment"
-)
 _OFFSET_COLUMNS = "topic, partition, committed_offset, leader_epoch, metadata, commit_time"
 
 # -- offsets
@@ -101,7 +102,7 @@ async def save_group(conn: Conn, group: GroupRecord) -> None:
     """Rewrite the record whole. The upsert locks the group's row first, so concurrent
     saves of one group take turns instead of colliding on its members' keys."""
     await conn.execute(
-        f"INSERT INTO groups ({_GROUP_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+        f"INSERT INTO groups ({GROUP_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (group_id) DO UPDATE SET state = excluded.state,"
         " protocol_type = excluded.protocol_type, protocol = excluded.protocol,"
         " generation = excluded.generation, leader = excluded.leader,"
@@ -123,7 +124,7 @@ async def save_group(conn: Conn, group: GroupRecord) -> None:
         return
     async with conn.cursor() as cursor:
         await cursor.executemany(
-            f"INSERT INTO group_members ({_MEMBER_COLUMNS})"
+            f"INSERT INTO group_members ({MEMBER_COLUMNS})"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [
                 (
@@ -198,38 +199,12 @@ async def _load_groups(conn: Conn, where: str, args: tuple[Any, ...]) -> list[Gr
         protocols[(group_id, member_position)].append((name, bytes(metadata)))
     members: defaultdict[str, list[GroupMemberRecord]] = defaultdict(list)
     cursor = await conn.execute(
-        f"SELECT {_MEMBER_COLUMNS} FROM group_members {where} ORDER BY group_id, position",
+        f"SELECT {MEMBER_COLUMNS} FROM group_members {where} ORDER BY group_id, position",
         args,
     )
     for row in await cursor.fetchall():
-        members[row[0]].append(_member(row, protocols[(row[0], row[1])]))
+        members[row[0]].append(member_record(row, protocols[(row[0], row[1])]))
     cursor = await conn.execute(
-        f"SELECT {_GROUP_COLUMNS} FROM groups {where} ORDER BY group_id", args
+        f"SELECT {GROUP_COLUMNS} FROM groups {where} ORDER BY group_id", args
     )
-    return [_group(row, members[row[0]]) for row in await cursor.fetchall()]
-
-
-def _member(row: tuple[Any, ...], protocols: Iterable[tuple[str, bytes]]) -> GroupMemberRecord:
-    return GroupMemberRecord(
-        member_id=row[2],
-        group_instance_id=row[3],
-        client_id=row[4],
-        client_host=row[5],
-        rebalance_timeout_ms=row[6],
-        session_timeout_ms=row[7],
-        protocols=tuple(protocols),
-        assignment=bytes(row[8]),
-    )
-
-
-def _group(row: tuple[Any, ...], members: Sequence[GroupMemberRecord]) -> GroupRecord:
-    return GroupRecord(
-        group_id=row[0],
-        state=row[1],
-        protocol_type=row[2],
-        protocol=row[3],
-        generation=row[4],
-        leader=row[5],
-        members=tuple(members),
-        updated_at=row[6],
-    )
+    return [group_record(row, members[row[0]]) for row in await cursor.fetchall()]

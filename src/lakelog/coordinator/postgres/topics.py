@@ -22,6 +22,7 @@ from lakelog.coordinator.interface import (
 from lakelog.coordinator.postgres.release import FreedBytes, drop_topic
 from lakelog.coordinator.postgres.rows import Conn, lock_topic_partitions, now_ms
 from lakelog.coordinator.sqlite.topics import new_topic_id
+from lakelog.coordinator.topic_rules import already_exists, invalid_create, not_more_partitions
 from lakelog.errors import ErrorCode
 
 _TOPIC_COLUMNS = "topic_uuid, name, num_partitions, replication_factor, configs"
@@ -56,25 +57,11 @@ async def create_topics(
     seen: set[str] = set()
     now = now_ms()
     for req in requests:
-        if req.num_partitions < 1:
-            results.append(
-                CreateTopicResult(
-                    req.name, ErrorCode.invalid_partitions, message="partitions must be >= 1"
-                )
-            )
+        refusal = invalid_create(req)
+        if refusal is not None:
+            results.append(refusal)
             continue
-        if req.replication_factor < 1:
-            results.append(
-                CreateTopicResult(
-                    req.name,
-                    ErrorCode.invalid_replication_factor,
-                    message="replication factor must be >= 1",
-                )
-            )
-            continue
-        exists = CreateTopicResult(
-            req.name, ErrorCode.topic_already_exists, message=f"Topic '{req.name}' already exists."
-        )
+        exists = already_exists(req.name)
         if req.name in existing or req.name in seen:
             results.append(exists)
             continue
@@ -142,14 +129,7 @@ async def create_partitions(
             continue
         topic_id, current = row[0], row[2]
         if req.new_total <= current:
-            results.append(
-                TopicResult(
-                    req.name,
-                    ErrorCode.invalid_partitions,
-                    message=f"Topic currently has {current} partitions, which is higher than"
-                    f" or equal to the requested {req.new_total}.",
-                )
-            )
+            results.append(not_more_partitions(req.name, current, req.new_total))
             continue
         if not validate_only:
             await conn.execute(

@@ -6,9 +6,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from lakelog.coordinator.group_rows import (
+    GROUP_COLUMNS,
+    MEMBER_COLUMNS,
+    group_record,
+    member_record,
+)
 from lakelog.coordinator.interface import (
     CommittedOffset,
     GroupMemberRecord,
@@ -20,11 +26,6 @@ from lakelog.errors import ErrorCode
 EMPTY = "Empty"
 """Kafka's name for a group without members: its offsets may expire."""
 
-_GROUP_COLUMNS = "group_id, state, protocol_type, protocol, generation, leader, updated_at"
-_MEMBER_COLUMNS = (
-    "group_id, position, member_id, group_instance_id, client_id, client_host,"
-    " rebalance_timeout_ms, session_timeout_ms, assignment"
-)
 _OFFSET_COLUMNS = "topic, partition, committed_offset, leader_epoch, metadata, commit_time"
 
 # -- offsets
@@ -94,7 +95,7 @@ def save_group(conn: sqlite3.Connection, group: GroupRecord) -> None:
     """Rewrite the record whole: the members' rows go with the old record (cascade)."""
     conn.execute("DELETE FROM groups WHERE group_id = ?", (group.group_id,))
     conn.execute(
-        f"INSERT INTO groups ({_GROUP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO groups ({GROUP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
             group.group_id,
             group.state,
@@ -106,7 +107,7 @@ def save_group(conn: sqlite3.Connection, group: GroupRecord) -> None:
         ),
     )
     conn.executemany(
-        f"INSERT INTO group_members ({_MEMBER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO group_members ({MEMBER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 group.group_id,
@@ -172,37 +173,11 @@ def _load_groups(conn: sqlite3.Connection, where: str, args: tuple[Any, ...]) ->
         protocols[(group_id, member_position)].append((name, bytes(metadata)))
     members: defaultdict[str, list[GroupMemberRecord]] = defaultdict(list)
     for row in conn.execute(
-        f"SELECT {_MEMBER_COLUMNS} FROM group_members {where} ORDER BY group_id, position",
+        f"SELECT {MEMBER_COLUMNS} FROM group_members {where} ORDER BY group_id, position",
         args,
     ):
-        members[row[0]].append(_member(row, protocols[(row[0], row[1])]))
+        members[row[0]].append(member_record(row, protocols[(row[0], row[1])]))
     rows = conn.execute(
-        f"SELECT {_GROUP_COLUMNS} FROM groups {where} ORDER BY group_id", args
+        f"SELECT {GROUP_COLUMNS} FROM groups {where} ORDER BY group_id", args
     ).fetchall()
-    return [_group(row, members[row[0]]) for row in rows]
-
-
-def _member(row: tuple[Any, ...], protocols: Iterable[tuple[str, bytes]]) -> GroupMemberRecord:
-    return GroupMemberRecord(
-        member_id=row[2],
-        group_instance_id=row[3],
-        client_id=row[4],
-        client_host=row[5],
-        rebalance_timeout_ms=row[6],
-        session_timeout_ms=row[7],
-        protocols=tuple(protocols),
-        assignment=bytes(row[8]),
-    )
-
-
-def _group(row: tuple[Any, ...], members: Sequence[GroupMemberRecord]) -> GroupRecord:
-    return GroupRecord(
-        group_id=row[0],
-        state=row[1],
-        protocol_type=row[2],
-        protocol=row[3],
-        generation=row[4],
-        leader=row[5],
-        members=tuple(members),
-        updated_at=row[6],
-    )
+    return [group_record(row, members[row[0]]) for row in rows]

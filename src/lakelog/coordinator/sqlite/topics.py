@@ -22,6 +22,7 @@ from lakelog.coordinator.interface import (
 )
 from lakelog.coordinator.sqlite.release import drop_topic
 from lakelog.coordinator.sqlite.rows import now_ms
+from lakelog.coordinator.topic_rules import already_exists, invalid_create, not_more_partitions
 from lakelog.errors import ErrorCode
 
 _TOPIC_COLUMNS = "topic_uuid, name, num_partitions, replication_factor, configs"
@@ -54,31 +55,13 @@ def create_topics(
     seen: set[str] = set()
     now = now_ms()
     for req in requests:
-        if req.num_partitions < 1:
-            results.append(
-                CreateTopicResult(
-                    req.name, ErrorCode.invalid_partitions, message="partitions must be >= 1"
-                )
-            )
-            continue
-        if req.replication_factor < 1:
-            results.append(
-                CreateTopicResult(
-                    req.name,
-                    ErrorCode.invalid_replication_factor,
-                    message="replication factor must be >= 1",
-                )
-            )
+        refusal = invalid_create(req)
+        if refusal is not None:
+            results.append(refusal)
             continue
         taken = conn.execute("SELECT 1 FROM topics WHERE name = ?", (req.name,)).fetchone()
         if taken or req.name in seen:
-            results.append(
-                CreateTopicResult(
-                    req.name,
-                    ErrorCode.topic_already_exists,
-                    message=f"Topic '{req.name}' already exists.",
-                )
-            )
+            results.append(already_exists(req.name))
             continue
         seen.add(req.name)
         if validate_only:
@@ -134,14 +117,7 @@ def create_partitions(
             continue
         topic_id, current = row
         if req.new_total <= current:
-            results.append(
-                TopicResult(
-                    req.name,
-                    ErrorCode.invalid_partitions,
-                    message=f"Topic currently has {current} partitions, which is higher than"
-                    f" or equal to the requested {req.new_total}.",
-                )
-            )
+            results.append(not_more_partitions(req.name, current, req.new_total))
             continue
         if not validate_only:
             conn.executemany(
