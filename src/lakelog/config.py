@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any
 
-from pydantic import Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -93,8 +91,6 @@ class Settings(BaseSettings):
 
     fault_commit_delay_ms: int = 0
     """Fault injection for tests only: wait this long between upload and commit."""
-
-    extra: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(

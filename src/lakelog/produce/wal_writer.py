@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -57,7 +56,6 @@ class _Buffer:
     entries: list[AppendRequest] = field(default_factory=list)
     futures: list[asyncio.Future[CommitBatchResult]] = field(default_factory=list)
     size: int = 0
-    first_at: float = 0.0
 
 
 class WalWriter:
@@ -113,7 +111,6 @@ class WalWriter:
         loop = asyncio.get_running_loop()
         buffer = self._active
         if not buffer.entries:
-            buffer.first_at = time.monotonic()
             self._timer = loop.call_later(self._interval_s, self._seal_on_timer, buffer)
         futures = []
         for request in requests:

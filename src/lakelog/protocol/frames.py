@@ -47,10 +47,6 @@ class ApiSchema:
     read_request: Callable[[Any, int], tuple[Any, int]]
     write_response: Callable[[Any, Any], None]
 
-    @property
-    def response_header_flexible(self) -> bool:
-        return self.flexible
-
 
 @cache
 def api_schema(api_key: int, api_version: int) -> ApiSchema | None:
