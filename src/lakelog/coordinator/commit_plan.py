@@ -17,6 +17,7 @@ from lakelog.coordinator.interface import (
     TimestampType,
 )
 from lakelog.coordinator.sqlite.rows import PartitionRow, batch_timestamp
+from lakelog.coordinator.txn_rules import OngoingTxn, barrier
 from lakelog.errors import ErrorCode
 
 ProducerKey = tuple[int, int, int]
@@ -36,6 +37,10 @@ class CommitPlan:
     changed_producers: set[ProducerKey] = field(default_factory=set)
     rows: list[tuple[int, ...]] = field(default_factory=list)
     live_bytes: int = 0
+    txns: dict[int, OngoingTxn] = field(default_factory=dict)
+    """By producer id: the transactions of the transactional batches' producers."""
+    txn_firsts: list[tuple[str, int, int, int]] = field(default_factory=list)
+    """(transactional id, topic row id, partition, offset): transactions' first batches."""
 
 
 def well_formed(batch: CommitBatch, file_size: int) -> bool:
@@ -60,6 +65,11 @@ def plan_batch(plan: CommitPlan, batch: CommitBatch, file_size: int) -> CommitBa
     if part is None:
         return CommitBatchResult(ErrorCode.unknown_topic_or_partition)
     key = producer_key(part, batch)
+    where = (part.topic_id, part.partition)
+    if batch.is_transactional:
+        error = barrier(plan.txns.get(batch.producer_id), where, batch)
+        if error != ErrorCode.none:
+            return CommitBatchResult(error)
     history: list[ProducerBatch] = []
     if batch.producer_id >= 0:
         history = plan.histories.get(key, [])
@@ -82,7 +92,11 @@ def plan_batch(plan: CommitPlan, batch: CommitBatch, file_size: int) -> CommitBa
     )
     timestamp = batch_timestamp(batch.timestamp_type, batch.max_timestamp, log_append_time)
     part.max_timestamp = max(part.max_timestamp, timestamp)
-    where = (part.topic_id, part.partition)
+    if batch.is_transactional:
+        txn = plan.txns[batch.producer_id]
+        if txn.first_offsets[where] < 0:
+            txn.first_offsets[where] = base_offset
+            plan.txn_firsts.append((txn.transactional_id, *where, base_offset))
     plan.touched[where] = part
     plan.added_bytes[where] = plan.added_bytes.get(where, 0) + batch.byte_size
     plan.live_bytes += batch.byte_size

@@ -31,6 +31,7 @@ from lakelog.coordinator.postgres.rows import (
     partitions_of,
     query_partitions,
 )
+from lakelog.coordinator.postgres.txn import load_ongoing, record_first_offsets
 from lakelog.errors import ErrorCode
 
 
@@ -63,6 +64,9 @@ async def commit_file(
         now=now_ms(),
         partitions=dict(partitions),
         histories=await _histories(histories, partitions),
+        # The commit barrier: read under the partition locks, which an end of the
+        # transaction takes too, so the batch lands before its marker or is refused.
+        txns=await load_ongoing(conn, (b.producer_id for b in usable if b.is_transactional)),
     )
     results = [
         CommitBatchResult(ErrorCode.stale_broker_epoch)
@@ -71,6 +75,7 @@ async def commit_file(
         for batch in batches
     ]
     await _write(conn, commit, int(file_row[0]))
+    await record_first_offsets(conn, commit.txn_firsts)
     return results
 
 

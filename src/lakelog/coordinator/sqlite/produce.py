@@ -13,6 +13,7 @@ from lakelog.coordinator.interface import (
     CommitBatch,
     CommitBatchResult,
 )
+from lakelog.coordinator.sqlite import txn
 from lakelog.coordinator.sqlite.rows import (
     find_partition,
     now_ms,
@@ -35,6 +36,7 @@ def commit_file(
     fenced = broker_epoch >= 0 and _newer_epoch_exists(conn, uploader_broker_id, broker_epoch)
     # Taken under the write lock, so LogAppendTime follows the commit order.
     commit = CommitPlan(now=now_ms())
+    commit.txns = txn.load_ongoing(conn, {b.producer_id for b in batches if b.is_transactional})
     results = [
         CommitBatchResult(ErrorCode.stale_broker_epoch)
         if fenced
@@ -42,6 +44,7 @@ def commit_file(
         for batch in batches
     ]
     _write(conn, commit, object_key, uploader_broker_id, broker_epoch, file_size)
+    txn.record_first_offsets(conn, commit.txn_firsts)
     return results
 
 
