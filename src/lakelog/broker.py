@@ -18,10 +18,12 @@ from lakelog.fetch.cache import BatchCache
 from lakelog.fetch.reader import BatchReader
 from lakelog.fetch.waiter import CommitWaiter
 from lakelog.groups.coordinator import GroupCoordinator
+from lakelog.mirror.manager import MirrorManager
 from lakelog.net.server import Server
 from lakelog.produce.wal_writer import CommittedObject, WalWriter
 from lakelog.storage.store import ObjectStorage
 from lakelog.topics import TopicCache
+from lakelog.txn.expiry import TransactionTimeouts
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class Broker:
             max_connections=settings.max_connections,
         )
         self.groups = GroupCoordinator(self)
+        self.mirrors = MirrorManager(self)
         self._background: list[asyncio.Task[None]] = []
         self._brokers_cache: tuple[float, list[BrokerInfo]] = (0.0, [])
         self._stopped = asyncio.Event()
@@ -109,8 +112,10 @@ class Broker:
             loop.create_task(self._heartbeat_loop(), name="heartbeat"),
             loop.create_task(RetentionLoop(self).run(), name="retention"),
             loop.create_task(FileCleaner(self).run(), name="cleaner"),
+            loop.create_task(TransactionTimeouts(self).run(), name="txn-timeouts"),
         ]
         self.groups.start()
+        self.mirrors.start()
         log.info(
             "broker %d (epoch %d) listening on %s:%d, advertised %s:%d",
             self.broker_id,
@@ -174,6 +179,7 @@ class Broker:
         self.stopping = True
         self.server.stop_accepting()
         self.waiter.notify()  # waiting fetches answer now with what they have
+        await self.mirrors.stop()
         try:
             await asyncio.wait_for(self.wal.flush(), drain_timeout)
         except TimeoutError:

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import os
 import signal
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -14,8 +13,11 @@ import typer
 from lakelog.cli_cluster import cluster_app
 from lakelog.cli_cost import cost_app
 from lakelog.cli_groups import groups_app
+from lakelog.cli_mirror import mirror_app
+from lakelog.cli_options import CoordinatorUrlOption, DataDirOption, StorageUrlOption
 from lakelog.cli_topics import topics_app
 from lakelog.config import Settings
+from lakelog.pipeline.cli import pipeline_app
 
 app = typer.Typer(
     help="Lakelog: a diskless, Kafka-compatible streaming log.",
@@ -31,7 +33,17 @@ app.add_typer(
 )
 app.add_typer(cluster_app, name="cluster", help="Inspect the brokers of the cluster.")
 app.add_typer(
+    mirror_app,
+    name="mirror",
+    help="Mirror topics from another Kafka-protocol cluster, offsets preserved (KIP-1279).",
+)
+app.add_typer(
     cost_app, name="cost", help="Project the monthly cost of the cluster from its /metrics."
+)
+app.add_typer(
+    pipeline_app,
+    name="pipeline",
+    help="Run the data pipeline's jobs (gc, merge, retention, compact, export) on Spark.",
 )
 
 
@@ -65,14 +77,12 @@ async def _serve(settings: Settings) -> None:
 @app.command()
 def serve(
     listen: Annotated[str | None, typer.Option(help="HOST:PORT to listen on.")] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Embedded SQLite + object store.")] = None,
+    data_dir: DataDirOption = None,
     advertised: Annotated[str | None, typer.Option(help="HOST:PORT clients connect to.")] = None,
     broker_id: Annotated[int | None, typer.Option(help="This broker's id.")] = None,
     rack: Annotated[str | None, typer.Option(help="Availability zone of this broker.")] = None,
-    storage_url: Annotated[str | None, typer.Option(help="file://, memory:// or s3://")] = None,
-    coordinator_url: Annotated[
-        str | None, typer.Option(help="sqlite:///path or postgresql://user@host:port/db")
-    ] = None,
+    storage_url: StorageUrlOption = None,
+    coordinator_url: CoordinatorUrlOption = None,
     metrics_listen: Annotated[str | None, typer.Option(help="HOST:PORT for /metrics.")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
     brokers: Annotated[

@@ -83,11 +83,65 @@ class Settings(BaseSettings):
     offset_metadata_max_bytes: int = 4096
     group_lag_interval_ms: int = 10_000
 
+    # transactions
+    transaction_max_timeout_ms: int = 900_000
+    """transaction.max.timeout.ms: InitProducerId with a longer transaction.timeout.ms gets
+    INVALID_TRANSACTION_TIMEOUT."""
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    """How often each broker aborts transactions past their timeout (and samples the
+    transaction metrics)."""
+
     # background
     retention_check_interval_ms: int = 30_000
     file_delete_grace_ms: int = 60_000
     broker_heartbeat_interval_ms: int = 2_000
     broker_session_timeout_ms: int = 30_000
+
+    # pipeline (`lakelog pipeline` jobs)
+    gc_orphan_grace_ms: int = 3_600_000
+    """gc.orphan.grace.ms: an object the coordinator does not know is an orphan once this
+    old. Far above the longest upload-to-commit time (upload retries ~20 s, commits wait
+    behind earlier ones, a broker silent for broker.session.timeout.ms is fenced)."""
+    merge_min_age_ms: int = 600_000
+    """Merge only WAL objects this old: tailing consumers read the fresh ones from cache."""
+    merge_small_bytes: int = 4 * MiB
+    """A WAL object with fewer live bytes than this is small: merge it."""
+    merge_min_live_ratio: float = 0.5
+    """An object whose live bytes are below this share of its size is fragmented."""
+    merge_target_bytes: int = 64 * MiB
+    """Target size of one merged segment object."""
+    merge_row_max_bytes: int = 1 * MiB
+    """Adjacent batches in a merged segment share one coordinator row up to this size (a
+    fetch always returns at least one row, so keep it near max.partition.fetch.bytes)."""
+    merge_max_files: int = 20_000
+    """At most this many objects are merged in one run (bounds the job's memory)."""
+
+    # cluster mirroring (KIP-1279)
+    mirror_num_fetchers: int = 2
+    """mirror.num.fetchers: fetcher tasks per broker; each fetches its share of the leased
+    partitions, one request per source broker at a time."""
+    mirror_max_inflight_bytes: int = 64 * MiB
+    """mirror.max.inflight.bytes: cap on the fetch buffers the fetchers hold at once
+    (response plus upload), however many partitions wake up together."""
+    mirror_fetch_max_bytes: int = 8 * MiB
+    """Bytes one mirror Fetch asks for (bounded by half the in-flight cap)."""
+    mirror_partition_fetch_max_bytes: int = 1 * MiB
+    mirror_fetch_max_wait_ms: int = 500
+    mirror_fetch_max_partitions: int = 1000
+    """Partitions per mirror Fetch request (more are spread over rounds)."""
+    mirror_throttle_bytes_per_sec: int = 0
+    """mirror.replication.throttled.rate: mirrored bytes per second per broker; 0: none."""
+    mirror_lease_ms: int = 10_000
+    """How long a partition lease lasts without renewal: a dead owner's partitions move
+    after this (or the broker session timeout, whichever is longer)."""
+    mirror_lease_renew_ms: int = 2_000
+    mirror_metadata_refresh_interval_ms: int = 30_000
+    """mirror.metadata.refresh.interval.ms: new source topics and partitions follow."""
+    mirror_group_sync_interval_ms: int = 5_000
+    """Consumer group offsets are synced this often, so after a failover a group repeats
+    at most this interval's worth of records (never skips any)."""
+    mirror_state_report_interval_ms: int = 5_000
+    """Lag figures are written to the coordinator this often (state changes at once)."""
 
     fault_commit_delay_ms: int = 0
     """Fault injection for tests only: wait this long between upload and commit."""

@@ -113,6 +113,33 @@ group_lag = Gauge(
     registry=REGISTRY,
 )
 
+transactions_open = Gauge(
+    "lakelog_transactions_open",
+    "Ongoing transactions whose transactional id this broker coordinates",
+    registry=REGISTRY,
+)
+transaction_commits_total = Counter(
+    "lakelog_transaction_commits", "Transactions committed (EndTxn)", registry=REGISTRY
+)
+transaction_aborts_total = Counter(
+    "lakelog_transaction_aborts",
+    "Transactions aborted, by the client (EndTxn) or by the timeout loop",
+    ["reason"],
+    registry=REGISTRY,
+)
+lso_lag = Gauge(
+    "lakelog_lso_lag",
+    "High watermark minus last stable offset (partitions with open transactions)",
+    ["topic", "partition"],
+    registry=REGISTRY,
+)
+txn_rejected_batches_total = Counter(
+    "lakelog_txn_rejected_batches",
+    "Transactional batches refused by the commit barrier (fenced producer or late batch)",
+    ["error"],
+    registry=REGISTRY,
+)
+
 zone_bytes_total = Counter(
     "lakelog_zone_bytes",
     "Record bytes by direction, client zone and broker zone",
@@ -123,5 +150,52 @@ cross_zone_bytes_total = Counter(
     "lakelog_cross_zone_bytes",
     "Record bytes between a client and a broker in different zones",
     ["direction"],
+    registry=REGISTRY,
+)
+
+# Cluster mirroring (KIP-1279): per-partition lag, throughput, states and fetch buffers.
+mirror_lag_records = Gauge(
+    "lakelog_mirror_lag_records",
+    "Records the source holds below its last stable offset that are not mirrored yet",
+    ["mirror", "topic", "partition"],
+    registry=REGISTRY,
+)
+mirror_lag_seconds = Gauge(
+    "lakelog_mirror_lag_seconds",
+    "Age of the newest mirrored batch while the partition lags (0 when caught up)",
+    ["mirror", "topic", "partition"],
+    registry=REGISTRY,
+)
+mirror_bytes_total = Counter(
+    "lakelog_mirror_bytes",
+    "Record batch bytes mirrored into this cluster",
+    ["mirror"],
+    registry=REGISTRY,
+)
+mirror_partitions = Gauge(
+    "lakelog_mirror_partitions",
+    "Mirrored partitions by state (published by the broker running the mirror's task)",
+    ["mirror", "state"],
+    registry=REGISTRY,
+)
+mirror_owned_partitions = Gauge(
+    "lakelog_mirror_owned_partitions",
+    "Mirrored partitions leased to this broker",
+    registry=REGISTRY,
+)
+mirror_buffer_bytes = Gauge(
+    "lakelog_mirror_buffer_bytes",
+    "Fetch buffer bytes reserved by mirror fetchers (capped by mirror.max.inflight.bytes)",
+    registry=REGISTRY,
+)
+mirror_buffer_peak_bytes = Gauge(
+    "lakelog_mirror_buffer_peak_bytes",
+    "Highest fetch buffer reservation since the broker started",
+    registry=REGISTRY,
+)
+mirror_failures_total = Counter(
+    "lakelog_mirror_failures",
+    "Mirrored partitions moved to FAILED, by cause",
+    ["cause"],
     registry=REGISTRY,
 )

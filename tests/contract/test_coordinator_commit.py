@@ -8,7 +8,8 @@ import uuid
 
 from contract_support import batch, commit, log_info, new_key, new_topic, read_all
 
-from lakelog.coordinator import BatchCoordinator, CommitBatch, TimestampType
+from lakelog.coordinator import BatchCoordinator, CommitBatch, PartitionKey, TimestampType
+from lakelog.coordinator.txn_types import InitTxnProducerRequest, TxnRef
 from lakelog.errors import ErrorCode
 
 
@@ -75,9 +76,16 @@ async def test_byte_range_must_lie_inside_the_object(coordinator: BatchCoordinat
 async def test_coordinates_round_trip(coordinator: BatchCoordinator) -> None:
     t = await new_topic(coordinator)
     key = new_key()
-    b1 = batch(t, records=4, size=120, base_ts=10, max_ts=15, pid=9, epoch=2, seq=0)
+    # A transactional batch needs its transaction open (the commit barrier).
+    init = await coordinator.init_transactional_producer(InitTxnProducerRequest("tx", 60_000), 0)
+    txn = TxnRef("tx", init.producer_id, init.producer_epoch)
+    assert await coordinator.add_partitions_to_txn(txn, [PartitionKey(t, 0)], 0, False) == [
+        ErrorCode.none
+    ]
+    pid = init.producer_id
+    b1 = batch(t, records=4, size=120, base_ts=10, max_ts=15, pid=pid + 1, epoch=2, seq=0)
     b2 = batch(
-        t, records=1, size=80, base_ts=20, max_ts=20, transactional=True, pid=10, epoch=0, seq=7
+        t, records=1, size=80, base_ts=20, max_ts=20, transactional=True, pid=pid, epoch=0, seq=7
     )
     await commit(coordinator, [b1, b2], key=key)
     found = await read_all(coordinator, t)
@@ -99,8 +107,8 @@ async def test_coordinates_round_trip(coordinator: BatchCoordinator) -> None:
         )
         for c in found
     ] == [
-        (key, 0, 120, 0, 3, 10, 15, TimestampType.CREATE_TIME, -1, 9, 2, 0, False),
-        (key, 120, 80, 4, 4, 20, 20, TimestampType.CREATE_TIME, -1, 10, 0, 7, True),
+        (key, 0, 120, 0, 3, 10, 15, TimestampType.CREATE_TIME, -1, pid + 1, 2, 0, False),
+        (key, 120, 80, 4, 4, 20, 20, TimestampType.CREATE_TIME, -1, pid, 0, 7, True),
     ]
 
 

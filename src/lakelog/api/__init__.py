@@ -11,4 +11,6 @@ from lakelog.api import (  # noqa: F401
     offsets,
     produce,
     producer_id,
+    transactions,
+    transactions_admin,
 )

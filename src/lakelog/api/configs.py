@@ -23,6 +23,9 @@ from lakelog.errors import ErrorCode
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+MIRROR_RESOURCE = 64
+"""Cluster mirrors (KIP-1279), served by lakelog.mirror.admin; private until Kafka
+assigns the resource a type."""
 
 
 class ConfigSource(enum.IntEnum):
@@ -386,7 +389,23 @@ async def _entries_for(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
     if resource.resource_type == BROKER_RESOURCE:
         _check_broker_name(resource.resource_name, ctx.broker.broker_id)
         return broker_entries(settings, ctx.broker.broker_epoch)
+    if resource.resource_type == MIRROR_RESOURCE:
+        return await _mirror_entries(ctx, resource)
     raise _unsupported_type(resource.resource_type)
+
+
+async def _mirror_entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
+    """Mirrors as a config resource (KIP-1279 admin, see lakelog.mirror.admin)."""
+    from lakelog.mirror import admin
+
+    try:
+        found = await admin.describe(
+            ctx.broker, resource.resource_name, resource.configuration_keys
+        )
+    except admin.MirrorAdminError as exc:
+        raise ConfigProblem(exc.error, exc.message) from None
+    source = ConfigSource.DYNAMIC_BROKER_CONFIG
+    return [ConfigEntry(e.name, e.value, source, True, ConfigType.STRING, ()) for e in found]
 
 
 @handles(32, 1, 4)
@@ -403,6 +422,8 @@ async def describe_configs(ctx: RequestContext, request: Any) -> Any:
             error, message = problem.error, problem.message
         else:
             keys = resource.configuration_keys
+            if resource.resource_type == MIRROR_RESOURCE:
+                keys = None  # the keys were commands (validate, topic:<T>), not a filter
             configs = tuple(
                 _describe_entry(m, e, request.include_synonyms)
                 for e in entries
@@ -455,6 +476,15 @@ async def _alter_one(
             resource.resource_name, [c.name for c in resource.configs], ctx.broker.broker_id
         )
         return ErrorCode.none, None
+    if resource.resource_type == MIRROR_RESOURCE and incremental:
+        from lakelog.mirror import admin
+
+        ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
+        try:
+            message = await admin.alter(ctx.broker, resource.resource_name, ops, validate_only)
+        except admin.MirrorAdminError as exc:
+            raise ConfigProblem(exc.error, exc.message) from None
+        return ErrorCode.none, message
     if resource.resource_type != TOPIC_RESOURCE:
         raise _unsupported_type(resource.resource_type)
     name = resource.resource_name

@@ -1,9 +1,14 @@
 """Fetch: find batch coordinates, read the bytes through the cache, patch base offsets,
-answer with a hand-encoded response; long-poll until min_bytes or max_wait."""
+answer with a hand-encoded response; long-poll until min_bytes or max_wait.
+
+read_committed (isolation level 1) stops at the last stable offset and lists the aborted
+transactions of the returned range; transaction markers come as control batches, so
+every client filters aborted records itself."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,12 +21,15 @@ from lakelog.coordinator.interface import (
     FindBatchesRequest,
     TimestampType,
 )
+from lakelog.coordinator.txn_types import AbortedTxn
 from lakelog.errors import ErrorCode
+from lakelog.protocol.control_batch import CONTROL_BATCH_SIZE
 from lakelog.protocol.fetch_response import PartitionData, encode_fetch_response
 from lakelog.protocol.records import base_offset_bytes, with_log_append_time
 from lakelog.zones import client_zone, count_bytes
 
 FETCH_KEY = 1
+READ_COMMITTED = 1
 
 
 @dataclass(slots=True)
@@ -33,7 +41,16 @@ class _Slot:
     coords: tuple[BatchCoordinate, ...] = ()
 
 
+def _size(coord: BatchCoordinate) -> int:
+    """The bytes the batch takes in the response (markers are built at their fixed size)."""
+    return (
+        CONTROL_BATCH_SIZE if coord.control_type >= 0 and not coord.object_key else coord.byte_size
+    )
+
+
 def _batch_parts(coord: BatchCoordinate, data: memoryview | bytes) -> list[Any]:
+    if coord.control_type >= 0:
+        return [data]  # built with its offset and time
     if coord.timestamp_type == TimestampType.LOG_APPEND_TIME and coord.log_append_time >= 0:
         patched = with_log_append_time(data, coord.log_append_time)
         patched[0:8] = base_offset_bytes(coord.base_offset)
@@ -46,6 +63,7 @@ async def _read_once(
 ) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
     """One pass over the request: (topics, record bytes, any partition errored)."""
     broker = ctx.broker
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     finds: list[FindBatchesRequest] = []
     layout: list[tuple[str, list[_Slot]]] = []
     errored = False
@@ -61,7 +79,11 @@ async def _read_once(
                 slot.find_index = len(finds)
                 finds.append(
                     FindBatchesRequest(
-                        topic.topic_id, part.partition, part.fetch_offset, part.partition_max_bytes
+                        topic.topic_id,
+                        part.partition,
+                        part.fetch_offset,
+                        part.partition_max_bytes,
+                        read_committed,
                     )
                 )
             slots.append(slot)
@@ -78,19 +100,22 @@ async def _read_once(
             found = results[slot.find_index]
             slot.data.error = found.error
             slot.data.high_watermark = found.high_watermark
-            slot.data.last_stable_offset = found.high_watermark
+            slot.data.last_stable_offset = found.last_stable_offset
             slot.data.log_start_offset = found.log_start_offset
             if found.error != ErrorCode.none:
                 errored = True
                 continue
-            taken = []
+            taken: list[BatchCoordinate] = []
             for coord in found.batches:
-                if coord.byte_size > budget and (wanted or taken):
+                size = _size(coord)
+                if size > budget and (wanted or taken):
                     break
                 taken.append(coord)
-                budget -= coord.byte_size
+                budget -= size
             slot.coords = tuple(taken)
             wanted.extend(taken)
+            if read_committed:
+                slot.data.aborted = _aborted_within(found.aborted, taken)
 
     total = 0
     if wanted:
@@ -105,6 +130,17 @@ async def _read_once(
                     slot.data.records_size += len(data)
                 total += slot.data.records_size
     return [(name, [s.data for s in slots]) for name, slots in layout], total, errored
+
+
+def _aborted_within(
+    aborted: Sequence[AbortedTxn], taken: Sequence[BatchCoordinate]
+) -> list[tuple[int, int]]:
+    """The aborted transactions that start within what the response carries (the
+    coordinator's answer may cover batches the response budget left out)."""
+    if not taken:
+        return []
+    last = taken[-1].last_offset
+    return [(a.producer_id, a.first_offset) for a in aborted if a.first_offset <= last]
 
 
 @handles(FETCH_KEY, 4, 12)

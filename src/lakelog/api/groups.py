@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from lakelog.api.context import RequestContext, build
@@ -255,18 +256,35 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _fetch_group_offsets(
-    ctx: RequestContext, group_id: str, topics: Any
+    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False
 ) -> tuple[ErrorCode, list[tuple[str, list[Any]]]]:
-    """(group error, [(topic, [CommittedOffset...])]) for one group."""
+    """(group error, [(topic, [CommittedOffset...])]) for one group. require_stable (v7+,
+    KIP-447): partitions with offsets staged by an ongoing transaction answer
+    UNSTABLE_OFFSET_COMMIT (offset -1) until it ends; the consumer retries."""
     error = await _group_error(ctx, group_id)
     if error is not None:
         return error, []
     asked = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     found = await ctx.broker.groups.fetch_offsets(group_id, asked)
+    pending = await ctx.broker.coordinator.pending_txn_offsets(group_id) if require_stable else ()
     by_topic: dict[str, list[Any]] = {}
     for c in found:
+        if (c.topic, c.partition) in pending:
+            c = _Unstable(c.topic, c.partition)
         by_topic.setdefault(c.topic, []).append(c)
     return ErrorCode.none, list(by_topic.items())
+
+
+@dataclass(frozen=True, slots=True)
+class _Unstable:
+    """A partition whose committed offset is not stable yet (see require_stable)."""
+
+    topic: str
+    partition: int
+    offset: int = -1
+    leader_epoch: int = -1
+    metadata: str = ""
+    error: ErrorCode = ErrorCode.unstable_offset_commit
 
 
 @handles(OFFSET_FETCH, 1, 9)
@@ -289,7 +307,7 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
                         committed_offset=c.offset,
                         committed_leader_epoch=c.leader_epoch,
                         metadata=c.metadata if c.offset >= 0 else "",
-                        error_code=ErrorCode.none,
+                        error_code=getattr(c, "error", ErrorCode.none),
                     )
                     for c in offsets
                 ),
@@ -300,12 +318,16 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if v8:
         groups = []
         for g in request.groups:
-            error, topics = await _fetch_group_offsets(ctx, g.group_id, g.topics)
+            error, topics = await _fetch_group_offsets(
+                ctx, g.group_id, g.topics, request.require_stable
+            )
             groups.append(
                 build(group_cls, group_id=g.group_id, topics=encode(topics), error_code=error)
             )
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
-    error, topics = await _fetch_group_offsets(ctx, request.group_id, request.topics)
+    error, topics = await _fetch_group_offsets(
+        ctx, request.group_id, request.topics, getattr(request, "require_stable", False)
+    )
     return build(
         m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=encode(topics), error_code=error
     )

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 METADATA_KEY = 3
 FIND_COORDINATOR_KEY = 10
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
 LEADER_EPOCH = 0
 
 
@@ -152,9 +153,14 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
 @handles(FIND_COORDINATOR_KEY, 0, 4)
 async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     """Groups and transactional ids are coordinated by one live broker, picked by a stable
-    hash of the key (`lakelog.groups.coordinator.owner_of`)."""
+    hash of the key (`lakelog.groups.coordinator.owner_of`). Transaction state lives in the
+    batch coordinator, so any broker would serve a transactional id; the hash only spreads
+    the clients."""
     m = ctx.schema
     keys = request.coordinator_keys if ctx.api_version >= 4 else (request.key,)
+    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        return _unknown_key_type(ctx, keys, key_type)
     answers = []
     for key in keys:
         owner = await ctx.broker.groups.coordinator_for(key)
@@ -186,4 +192,37 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
         node_id=owner.broker_id,
         host=owner.host,
         port=owner.port,
+    )
+
+
+def _unknown_key_type(ctx: RequestContext, keys: Any, key_type: int) -> Any:
+    """INVALID_REQUEST for key types other than groups and transactions (e.g. KIP-932
+    share groups, which this broker does not coordinate)."""
+    m = ctx.schema
+    message = f"unsupported coordinator key type {key_type}"
+    if ctx.api_version >= 4:
+        return build(
+            m.FindCoordinatorResponse,
+            throttle_time=datetime.timedelta(0),
+            coordinators=tuple(
+                build(
+                    m.Coordinator,
+                    key=key,
+                    node_id=-1,
+                    host="",
+                    port=-1,
+                    error_code=ErrorCode.invalid_request,
+                    error_message=message,
+                )
+                for key in keys
+            ),
+        )
+    return build(
+        m.FindCoordinatorResponse,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.invalid_request,
+        error_message=message,
+        node_id=-1,
+        host="",
+        port=-1,
     )

@@ -1,6 +1,7 @@
 """ListOffsets and OffsetForLeaderEpoch.
 
-A diskless log never truncates, so every leader epoch ends at the log end.
+A diskless log never truncates, so every leader epoch ends at the log end. ListOffsets v2+
+carries the isolation level: read_committed answers "latest" with the last stable offset.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 LIST_OFFSETS_KEY = 2
 OFFSET_FOR_LEADER_EPOCH_KEY = 23
 EARLIEST_LOCAL_TIMESTAMP = -4
+READ_COMMITTED = 1
 LEADER_EPOCH = 0
 
 
@@ -60,6 +62,7 @@ async def _narrow(ctx: RequestContext, asked: int, result: ListOffsetsResult) ->
 async def list_offsets(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     broker = ctx.broker
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     layout: list[tuple[str, list[tuple[int, int, int]]]] = []  # name, (partition, idx, ts)
     asks: list[ListOffsetsRequest] = []
     for t in request.topics:
@@ -76,7 +79,9 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                 rows.append((p.partition_index, -2, timestamp))
                 continue
             rows.append((p.partition_index, len(asks), timestamp))
-            asks.append(ListOffsetsRequest(topic.topic_id, p.partition_index, timestamp))
+            asks.append(
+                ListOffsetsRequest(topic.topic_id, p.partition_index, timestamp, read_committed)
+            )
         layout.append((t.name, rows))
     results = await broker.coordinator.list_offsets(asks) if asks else []
     topics = []

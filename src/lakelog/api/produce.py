@@ -15,10 +15,13 @@ from lakelog.api.context import RequestContext, build
 from lakelog.api.raw import NO_RESPONSE
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import CommitBatchResult
+from lakelog.coordinator.mirror_types import READ_ONLY_ERROR
 from lakelog.errors import ErrorCode
 from lakelog.produce.wal_writer import AppendRequest
+from lakelog.protocol.record_keys import all_records_keyed
 from lakelog.protocol.records import InvalidBatch, split_batches, validate
 from lakelog.topic_config import effective
+from lakelog.txn.wire_errors import FENCING_ERRORS
 from lakelog.zones import client_zone, count_bytes
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,10 @@ async def _validate(
             if topic is None or config is None or not 0 <= part.index < topic.num_partitions:
                 result.error = ErrorCode.unknown_topic_or_partition
                 continue
+            if ctx.broker.mirrors.read_only(topic.topic_id):
+                result.error = READ_ONLY_ERROR  # the coordinator refuses it anyway
+                result.message = f"topic {topic.name} is a read-only mirror topic (KIP-1279)"
+                continue
             if part.records is None:
                 result.error = ErrorCode.invalid_record
                 continue
@@ -77,8 +84,10 @@ async def _validate(
                     header = validate(batch)
                     if header.is_control:
                         raise InvalidBatch("clients may not write control batches")
-                    if header.is_transactional:
-                        raise InvalidBatch("transactions are not supported yet")
+                    if "compact" in config.cleanup_policy and not all_records_keyed(batch):
+                        raise InvalidBatch("compacted topics accept only records with a key")
+                    if header.is_transactional and header.producer_id < 0:
+                        raise InvalidBatch("a transactional batch needs a producer id")
                     if header.size > config.max_message_bytes:
                         result.error = ErrorCode.message_too_large
                         break
@@ -117,10 +126,32 @@ def _partition_result(
     return ErrorCode.none, first.base_offset, first.log_append_time, first.log_start_offset
 
 
+def _refuse_anonymous_transactions(
+    request: Any, appends: list[AppendRequest], outcomes: list[_TopicOutcome]
+) -> None:
+    """Transactional batches need the request's transactional id: otherwise Kafka fails the
+    whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and so do we."""
+    if request.transactional_id or not any(a.header.is_transactional for a in appends):
+        return
+    appends.clear()
+    for outcome in outcomes:
+        for p in outcome.partitions:
+            p.error = ErrorCode.transactional_id_authorization_failed
+            p.count = 0
+
+
+def _count_rejected(appends: list[AppendRequest], results: Sequence[CommitBatchResult]) -> None:
+    """Transactional batches the commit barrier refused: zombies and late arrivals."""
+    for append, result in zip(appends, results, strict=True):
+        if append.header.is_transactional and result.error in FENCING_ERRORS:
+            metrics.txn_rejected_batches_total.labels(error=result.error.name).inc()
+
+
 @handles(PRODUCE_KEY, 3, 10)
 async def produce(ctx: RequestContext, request: Any) -> Any:
     appends: list[AppendRequest] = []
     outcomes = await _validate(ctx, request, appends)
+    _refuse_anonymous_transactions(request, appends, outcomes)
     results: list[CommitBatchResult] = []
     if appends:
         size = sum(len(a.data) for a in appends)
@@ -130,6 +161,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
         if request.acks == 0:
             return NO_RESPONSE
         results = list(await asyncio.gather(*futures))
+        _count_rejected(appends, results)
     elif request.acks == 0:
         return NO_RESPONSE
     m = ctx.schema

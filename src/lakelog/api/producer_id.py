@@ -1,13 +1,18 @@
-"""InitProducerId for idempotent producers (transactional ids come with transactions)."""
+"""InitProducerId: a new producer id (or a KIP-360 epoch bump) for idempotent producers;
+for transactional ids the batch coordinator fences the previous producer and aborts its
+open transaction."""
 
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
+from lakelog.coordinator.txn_types import InitTxnProducerRequest
 from lakelog.errors import ErrorCode
+from lakelog.txn.wire_errors import for_version
 
 INIT_PRODUCER_ID_KEY = 22
 MAX_EPOCH = 32767
@@ -17,12 +22,13 @@ MAX_EPOCH = 32767
 async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     if request.transactional_id is not None:
+        error, new_id, new_epoch = await _init_transactional(ctx, request)
         return build(
             m.InitProducerIdResponse,
             throttle_time=datetime.timedelta(0),
-            error_code=ErrorCode.transactional_id_authorization_failed,
-            producer_id=-1,
-            producer_epoch=-1,
+            error_code=for_version(error, INIT_PRODUCER_ID_KEY, ctx.api_version),
+            producer_id=new_id,
+            producer_epoch=new_epoch,
         )
     producer_id = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
@@ -38,3 +44,23 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> Any:
         producer_id=new_id,
         producer_epoch=new_epoch,
     )
+
+
+async def _init_transactional(ctx: RequestContext, request: Any) -> tuple[ErrorCode, int, int]:
+    if not request.transactional_id:
+        return ErrorCode.invalid_request, -1, -1
+    timeout_ms = request.transaction_timeout // datetime.timedelta(milliseconds=1)
+    if not 0 < timeout_ms <= ctx.broker.settings.transaction_max_timeout_ms:
+        return ErrorCode.invalid_transaction_timeout, -1, -1
+    result = await ctx.broker.coordinator.init_transactional_producer(
+        InitTxnProducerRequest(
+            request.transactional_id,
+            timeout_ms,
+            int(getattr(request, "producer_id", -1)),
+            int(getattr(request, "producer_epoch", -1)),
+        ),
+        int(time.time() * 1000),
+    )
+    if result.error != ErrorCode.none:
+        return result.error, -1, -1
+    return ErrorCode.none, result.producer_id, result.producer_epoch

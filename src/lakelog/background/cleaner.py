@@ -1,5 +1,7 @@
 """Delete objects the coordinator marked for deletion, after a grace period longer than
-any in-flight fetch."""
+any in-flight fetch: the broker's light loop, so a single node without scheduled `lakelog
+pipeline gc` runs stays bounded. The rules (cutoff, the last check that no batch points
+into an object) are `pipeline.planning`'s, shared with the gc job."""
 
 from __future__ import annotations
 
@@ -9,11 +11,15 @@ import time
 from typing import TYPE_CHECKING
 
 from lakelog import metrics
+from lakelog.pipeline.planning import chunked, deletable, file_delete_cutoff
 
 if TYPE_CHECKING:
     from lakelog.broker import Broker
 
 log = logging.getLogger(__name__)
+
+FILES_PER_ROUND = 1000
+"""Objects checked and deleted per round (S3 deletes up to 1000 keys per request)."""
 
 
 class FileCleaner:
@@ -22,18 +28,24 @@ class FileCleaner:
 
     async def run_once(self) -> int:
         broker = self._broker
-        cutoff = int(time.time() * 1000) - broker.settings.file_delete_grace_ms
+        now = int(time.time() * 1000)
+        cutoff = file_delete_cutoff(now, broker.settings.file_delete_grace_ms)
         files = await broker.coordinator.files_to_delete(cutoff)
-        if not files:
-            return 0
-        keys = [f.object_key for f in files]
-        await broker.storage.delete_many(keys)
-        for key in keys:
-            broker.cache.discard_object(key)
-        await broker.coordinator.delete_files(keys)
-        metrics.files_deleted_total.inc(len(keys))
-        log.info("deleted %d objects", len(keys))
-        return len(keys)
+        deleted = 0
+        for chunk in chunked([f.object_key for f in files], FILES_PER_ROUND):
+            refs = await broker.coordinator.file_references(chunk)
+            keys = deletable(refs, orphans=False)
+            if not keys:
+                continue
+            await broker.storage.delete_many(keys)
+            for key in keys:
+                broker.cache.discard_object(key)
+            await broker.coordinator.delete_files(keys)
+            deleted += len(keys)
+        if deleted:
+            metrics.files_deleted_total.inc(deleted)
+            log.info("deleted %d objects", deleted)
+        return deleted
 
     async def run(self) -> None:
         interval = (

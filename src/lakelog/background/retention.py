@@ -1,4 +1,7 @@
-"""Enforce retention.ms / retention.bytes by advancing log start offsets."""
+"""Enforce retention.ms / retention.bytes by advancing log start offsets: the broker's light
+loop, so a single node without scheduled pipeline jobs stays bounded. Which partitions and
+limits apply is `pipeline.planning.retention_policies`, shared with `lakelog pipeline
+retention`."""
 
 from __future__ import annotations
 
@@ -8,30 +11,17 @@ import time
 from typing import TYPE_CHECKING
 
 from lakelog import metrics
-from lakelog.config import Settings
-from lakelog.coordinator.interface import RetentionPolicy, TopicInfo
-from lakelog.topic_config import effective
+from lakelog.pipeline.planning import chunked, retention_policies
 
 if TYPE_CHECKING:
     from lakelog.broker import Broker
 
+__all__ = ["RetentionLoop", "retention_policies"]
+
 log = logging.getLogger(__name__)
 
-
-def retention_policies(topics: list[TopicInfo], settings: Settings) -> list[RetentionPolicy]:
-    """One policy per partition of every topic with a limit and a delete cleanup policy."""
-    policies = []
-    for topic in topics:
-        config = effective(topic, settings)
-        if "delete" not in config.cleanup_policy.split(","):
-            continue
-        if config.retention_ms < 0 and config.retention_bytes < 0:
-            continue
-        policies.extend(
-            RetentionPolicy(topic.topic_id, p, config.retention_ms, config.retention_bytes)
-            for p in range(topic.num_partitions)
-        )
-    return policies
+POLICIES_PER_CALL = 1000
+"""Partitions per coordinator call: bounds one transaction's size and lock time."""
 
 
 class RetentionLoop:
@@ -42,10 +32,10 @@ class RetentionLoop:
         broker = self._broker
         topics = await broker.coordinator.get_topics(None)
         policies = retention_policies(topics, broker.settings)
-        if not policies:
-            return 0
-        results = await broker.coordinator.enforce_retention(policies, int(time.time() * 1000))
-        dropped = sum(r.batches_deleted for r in results)
+        dropped = 0
+        for chunk in chunked(policies, POLICIES_PER_CALL):
+            results = await broker.coordinator.enforce_retention(chunk, int(time.time() * 1000))
+            dropped += sum(r.batches_deleted for r in results)
         if dropped:
             metrics.retention_deleted_batches_total.inc(dropped)
             log.info("retention dropped %d batches", dropped)

@@ -17,9 +17,35 @@ import abc
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from lakelog.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from lakelog.coordinator.mirror_types import (
+        MirrorBatch,
+        MirrorDefinition,
+        MirrorPartition,
+        MirrorPartitionUpdate,
+        MirrorResult,
+    )
+    from lakelog.coordinator.pipeline_types import (
+        FileBatch,
+        FileInfo,
+        FileReference,
+        MergeCommit,
+        MergeCommitResult,
+    )
+    from lakelog.coordinator.txn_types import (
+        AbortedTxn,
+        DescribeProducersResult,
+        InitTxnProducerRequest,
+        InitTxnProducerResult,
+        TransactionInfo,
+        TxnOffsetCommitRequest,
+        TxnRef,
+    )
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -152,6 +178,8 @@ class FindBatchesRequest:
     offset: int
     max_bytes: int
     """Stop adding batches once their sizes reach this; the first batch always comes."""
+    read_committed: bool = False
+    """Stop at the last stable offset and report the aborted transactions of the range."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +199,9 @@ class BatchCoordinate:
     producer_epoch: int
     base_sequence: int
     is_transactional: bool
+    control_type: int = -1
+    """-1 for data; 0 (abort) or 1 (commit) for a transaction marker, which has no object
+    (object_key "", byte_size 0): the broker synthesizes the control batch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +210,12 @@ class FindBatchesResult:
     batches: Sequence[BatchCoordinate] = ()
     log_start_offset: int = -1
     high_watermark: int = -1
+    last_stable_offset: int = -1
+    """The smallest first offset of the partition's ongoing transactions, else the high
+    watermark. Always set when error is NONE or OFFSET_OUT_OF_RANGE."""
+    aborted: Sequence[AbortedTxn] = ()
+    """read_committed only: aborted transactions whose range meets the returned batches
+    (first offset <= last returned offset and marker offset >= requested offset)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +224,7 @@ class LogInfo:
     log_start_offset: int = -1
     high_watermark: int = -1
     byte_size: int = 0
+    last_stable_offset: int = -1
 
 
 # ---------------------------------------------------------------- offsets, deletion
@@ -198,6 +236,8 @@ class ListOffsetsRequest:
     partition: int
     timestamp: int
     """A time in ms, or LATEST_TIMESTAMP / EARLIEST_TIMESTAMP / MAX_TIMESTAMP."""
+    read_committed: bool = False
+    """LATEST answers the last stable offset instead of the high watermark."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,6 +433,12 @@ class BatchCoordinator(abc.ABC):
         stay in the object as dead bytes. The file is recorded even if every batch failed
         (with zero live bytes, marked for deletion).
 
+        Transactional batches pass the commit barrier first: the producer's transaction must
+        be Ongoing with the batch's epoch and hold the partition. An older epoch than the
+        transaction's: INVALID_PRODUCER_EPOCH; no ongoing transaction or the partition not
+        in it: INVALID_TXN_STATE. The first batch sets the transaction's first offset in
+        the partition (which bounds the last stable offset).
+
         Also: broker_epoch >= 0 and a newer epoch registered for the uploader: every batch
         STALE_BROKER_EPOCH. A byte range outside the object, record_count < 1 or
         byte_size < 1: CORRUPT_MESSAGE. An object key the coordinator already knows: every
@@ -516,6 +562,115 @@ class BatchCoordinator(abc.ABC):
         A fenced broker is left out of every `list_brokers` answer until it registers again.
         True if this call fenced it."""
 
+    # -- transactions (see txn_types for the commit barrier)
+    @abc.abstractmethod
+    async def init_transactional_producer(
+        self, request: InitTxnProducerRequest, now_ms: int
+    ) -> InitTxnProducerResult:
+        """InitProducerId with a transactional id. New id: a new producer id, epoch 0.
+        Known id: an ongoing transaction is aborted first (markers, aborted ranges, staged
+        offsets dropped), then the epoch is bumped (a new producer id, epoch 0, once the
+        epoch would pass MAX_PRODUCER_EPOCH); state Empty. With a KIP-360 producer id and
+        epoch that are not the current ones (nor the current id with the epoch just below,
+        a retry): PRODUCER_FENCED."""
+
+    @abc.abstractmethod
+    async def add_partitions_to_txn(
+        self, txn: TxnRef, partitions: Sequence[PartitionKey], now_ms: int, verify_only: bool
+    ) -> list[ErrorCode]:
+        """One error per partition. Unknown transactional id or another producer id:
+        INVALID_PRODUCER_ID_MAPPING for all; older epoch: PRODUCER_FENCED for all; an
+        unknown partition: UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for
+        the others. Otherwise the transaction becomes (or stays) Ongoing, its start time set
+        when it begins. verify_only: change nothing, INVALID_TXN_STATE for partitions not
+        in the ongoing transaction."""
+
+    @abc.abstractmethod
+    async def add_offsets_to_txn(self, txn: TxnRef, group_id: str, now_ms: int) -> ErrorCode:
+        """Register the group in the transaction (same checks as add_partitions_to_txn)."""
+
+    @abc.abstractmethod
+    async def txn_offset_commit(
+        self, request: TxnOffsetCommitRequest, now_ms: int
+    ) -> list[ErrorCode]:
+        """Stage offsets; they replace the group's committed offsets only when the
+        transaction commits. Same producer checks; a group not added to the ongoing
+        transaction: INVALID_TXN_STATE."""
+
+    @abc.abstractmethod
+    async def end_txn(self, txn: TxnRef, commit: bool, now_ms: int) -> ErrorCode:
+        """Commit or abort in one database transaction: a marker row in every registered
+        partition, aborted ranges recorded, staged offsets applied (commit) or dropped.
+        A retry of the end that already happened (same epoch, same outcome): NONE. Empty
+        or a finished transaction asked the other outcome: INVALID_TXN_STATE. Producer
+        checks as in add_partitions_to_txn."""
+
+    @abc.abstractmethod
+    async def abort_expired_transactions(self, now_ms: int) -> list[str]:
+        """Abort every Ongoing transaction started more than its timeout ago and bump its
+        epoch (markers carry the new epoch), fencing the producer that abandoned it.
+        Returns the transactional ids aborted."""
+
+    @abc.abstractmethod
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> list[TransactionInfo | None]:
+        """None for an unknown id."""
+
+    @abc.abstractmethod
+    async def list_transactions(self) -> list[TransactionInfo]:
+        """Every transactional id (callers filter), without partitions and groups."""
+
+    @abc.abstractmethod
+    async def describe_producers(
+        self, partitions: Sequence[PartitionKey]
+    ) -> list[DescribeProducersResult]: ...
+
+    @abc.abstractmethod
+    async def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """(topic, partition) pairs with offsets staged by an ongoing transaction: OffsetFetch
+        with require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
+
+    # -- pipeline (see pipeline_types: gc, merge and compaction)
+    @abc.abstractmethod
+    async def list_file_infos(
+        self, key_prefix: str = "", after_key: str = "", limit: int = 1000
+    ) -> list[FileInfo]:
+        """Files whose key starts with `key_prefix` and sorts after `after_key`, in key
+        order, at most `limit` (a page; pass the last key to get the next one)."""
+
+    @abc.abstractmethod
+    async def file_batches(self, object_keys: Sequence[str]) -> list[FileBatch]:
+        """The data batches that live in the given objects, by (topic id, partition, base
+        offset). Unknown keys contribute nothing."""
+
+    @abc.abstractmethod
+    async def file_references(self, object_keys: Sequence[str]) -> list[FileReference]:
+        """One answer per key: is it known, in which state, how many batches point into it."""
+
+    @abc.abstractmethod
+    async def commit_merge(
+        self, commits: Sequence[MergeCommit], all_or_nothing: bool = False
+    ) -> list[MergeCommitResult]:
+        """Swap batches to rewritten objects, all commits in one database transaction.
+
+        For each commit: a new object key the coordinator already knows: INVALID_REQUEST;
+        a kept row placed outside the new object, a move with no sources, sources that are
+        not adjacent (each base offset the previous last offset + 1) or new offsets outside
+        their span: CORRUPT_MESSAGE; nothing of that commit changes. Otherwise a move
+        applies only if each of its source rows (partition, base and last offset) still
+        lives in its object at its byte offset; others are skipped. `all_or_nothing`
+        (compaction: a partial swap could drop a tombstone while an older value of its key
+        survives): one skipped move or failed commit skips every move of every commit of
+        the call.
+        An applied move replaces its source rows with one row in the new object (its
+        offsets the sources' span or the new ones; the first source's timestamps and
+        producer fields, the largest max timestamp) or, for a drop, deletes them; the
+        partition's byte size follows the new sizes. Old files lose the moved rows' bytes
+        and are marked for deletion when left with none. The new object is recorded
+        (uploader -1) with the applied moves' bytes live; with none applied it is recorded
+        already marked for deletion, so the cleaner removes it."""
+
     # -- change notification
     @abc.abstractmethod
     async def change_token(self) -> int:
@@ -523,3 +678,100 @@ class BatchCoordinator(abc.ABC):
         waiting on another process's produce. Any write transaction counts (not only
         commit_file), and a call made after a commit returned, in any process sharing the
         database, already sees the change."""
+
+    # -- mirroring (KIP-1279; see mirror_types for the design)
+    @abc.abstractmethod
+    async def create_mirror(self, definition: MirrorDefinition, now_ms: int) -> MirrorResult:
+        """INVALID_REQUEST if a mirror of that name exists."""
+
+    @abc.abstractmethod
+    async def delete_mirror(self, name: str) -> MirrorResult:
+        """RESOURCE_NOT_FOUND for an unknown name; INVALID_REQUEST while one of its
+        partitions is not STOPPED (remove its topics first). STOPPED rows stay: they record
+        the failover offsets a failback checks."""
+
+    @abc.abstractmethod
+    async def list_mirrors(self, names: Sequence[str] | None = None) -> list[MirrorDefinition]:
+        """The named mirrors that exist (all with None), by name."""
+
+    @abc.abstractmethod
+    async def alter_mirror(
+        self,
+        name: str,
+        add_topics: Sequence[str] = (),
+        add_patterns: Sequence[str] = (),
+        remove_topics: Sequence[str] = (),
+    ) -> MirrorResult:
+        """Change the topic names and patterns the mirror follows (RESOURCE_NOT_FOUND for
+        an unknown mirror)."""
+
+    @abc.abstractmethod
+    async def add_mirror_partitions(
+        self, name: str, partitions: Sequence[PartitionKey], restart: bool, now_ms: int
+    ) -> list[MirrorResult]:
+        """A PREPARING row for each partition that has none; with `restart`, FAILED and
+        STOPPED rows become PREPARING too (retry, failback). An active row of this mirror
+        is left alone (NONE); one of another mirror: INVALID_REQUEST; an unknown
+        partition: UNKNOWN_TOPIC_OR_PARTITION; an unknown mirror: RESOURCE_NOT_FOUND."""
+
+    @abc.abstractmethod
+    async def mirror_partitions(
+        self, mirror: str | None = None, topic_ids: Sequence[UUID] | None = None
+    ) -> list[MirrorPartition]:
+        """Mirrored partitions (of one mirror, of some topics, or all), by topic name and
+        partition, with their local log bounds."""
+
+    @abc.abstractmethod
+    async def acquire_mirror_leases(
+        self, broker_id: int, broker_epoch: int, live_brokers: int, now_ms: int, ttl_ms: int
+    ) -> list[MirrorPartition]:
+        """Renew this broker's leases on active (PREPARING, MIRRORING) partitions, take
+        free or expired ones up to a fair share (ceil(active / live_brokers)) and release
+        those above it; return the partitions it holds. A stale broker epoch holds none."""
+
+    @abc.abstractmethod
+    async def update_mirror_partitions(
+        self, updates: Sequence[MirrorPartitionUpdate], now_ms: int
+    ) -> list[ErrorCode]:
+        """Apply lease owners' reports; NOT_LEADER_OR_FOLLOWER where the broker does not
+        hold the lease, UNKNOWN_TOPIC_OR_PARTITION where no mirror row exists. A
+        `start_offset` applies only to an empty partition (else INVALID_REQUEST)."""
+
+    @abc.abstractmethod
+    async def commit_mirror(
+        self,
+        object_key: str,
+        broker_id: int,
+        broker_epoch: int,
+        file_size: int,
+        batches: Sequence[MirrorBatch],
+    ) -> list[CommitBatchResult]:
+        """Record mirrored batches at their explicit offsets (see mirror_rules): only for
+        MIRRORING partitions leased to `broker_id` (else NOT_LEADER_OR_FOLLOWER); a batch
+        below the log end is a duplicate; one straddling it INVALID_RECORD; the fencing and
+        object-key rules of commit_file apply. Rebuilds the partition's transaction index
+        (open ranges, aborted ranges) from the batches."""
+
+    @abc.abstractmethod
+    async def stop_mirror_topics(
+        self, name: str, topics: Sequence[str], now_ms: int
+    ) -> list[MirrorResult]:
+        """Failover, first step, per topic: its partitions of this mirror become STOPPING
+        (no lease, commits refused) and the name leaves the mirror's topic list.
+        UNKNOWN_TOPIC_OR_PARTITION for a topic the mirror does not hold."""
+
+    @abc.abstractmethod
+    async def finish_mirror_failover(self, now_ms: int) -> list[MirrorPartition]:
+        """Failover, second step, for every STOPPING partition: truncate to its last stable
+        offset, drop its open mirrored transactions, lower group offsets above the new end,
+        record the offset, and mark it STOPPED (writable). Returns what it stopped."""
+
+    @abc.abstractmethod
+    async def mirror_topic_ids(self) -> list[UUID]:
+        """Topics that are read-only because a mirror holds them (a partition row in any
+        state but STOPPED): a cheap set for the produce path's early refusal."""
+
+    @abc.abstractmethod
+    async def claim_mirror_task(self, name: str, broker_id: int, now_ms: int, ttl_ms: int) -> bool:
+        """A lease on the mirror's singleton work (metadata refresh, group offset sync):
+        True while `broker_id` holds it (renewed) or took it (free or expired)."""

@@ -1,5 +1,6 @@
 """Turn batch coordinates into batch bytes: cache first, then one ranged read per run of
-neighbouring batches in an object."""
+neighbouring batches in an object. Transaction markers live in no object: their control
+batches are built here."""
 
 from __future__ import annotations
 
@@ -8,10 +9,28 @@ from collections.abc import Sequence
 
 from lakelog.coordinator.interface import BatchCoordinate
 from lakelog.fetch.cache import BatchCache
+from lakelog.protocol.control_batch import control_batch
 from lakelog.storage.store import ObjectStorage
 
 # Two batches closer than this in one object are read with one request.
 COALESCE_GAP = 512 * 1024
+
+
+def is_marker(coord: BatchCoordinate) -> bool:
+    """A marker with no bytes of its own (a local transaction's); mirrored markers have
+    real bytes in an object and are read like data."""
+    return coord.control_type >= 0 and not coord.object_key
+
+
+def marker_bytes(coord: BatchCoordinate) -> bytes:
+    """The control batch of a marker coordinate."""
+    return control_batch(
+        coord.base_offset,
+        coord.producer_id,
+        coord.producer_epoch,
+        coord.control_type,
+        coord.max_timestamp,
+    )
 
 
 def plan_ranges(coords: Sequence[BatchCoordinate]) -> dict[str, list[tuple[int, int]]]:
@@ -43,6 +62,8 @@ class BatchReader:
         found: dict[tuple[str, int], memoryview | bytes] = {}
         missing = []
         for c in coords:
+            if is_marker(c):
+                continue
             key = (c.object_key, c.byte_offset)
             data = self._cache.get(key)
             if data is None:
@@ -56,7 +77,10 @@ class BatchReader:
                     for key, spans in plan_ranges(missing).items()
                 )
             )
-        return [found[(c.object_key, c.byte_offset)] for c in coords]
+        return [
+            marker_bytes(c) if is_marker(c) else found[(c.object_key, c.byte_offset)]
+            for c in coords
+        ]
 
     async def _read_object(
         self,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import cramjam
 
+from lakelog.protocol.batch_runs import batches_in_range
 from lakelog.protocol.records import HEADER_SIZE, read_header
 from lakelog.protocol.varint import read_varint
 
@@ -50,18 +51,24 @@ class RecordPosition:
 
 
 def record_positions(batch: bytes | memoryview) -> Iterator[RecordPosition]:
-    """(offset delta, timestamp) of every record of a batch, decompressing as needed."""
-    header = read_header(batch)
-    body = decompress(header.compression, bytes(batch[HEADER_SIZE:]))
-    pos = 0
-    for _ in range(header.records_count):
-        length, pos = read_varint(body, pos)
-        end = pos + length
-        pos += 1  # attributes
-        timestamp_delta, pos = read_varint(body, pos)
-        offset_delta, pos = read_varint(body, pos)
-        yield RecordPosition(offset_delta, header.base_timestamp + timestamp_delta)
-        pos = end
+    """(offset delta, timestamp) of every record of a coordinate's bytes, decompressing as
+    needed. A merged segment's coordinate may hold several batches (`batch_runs`); deltas
+    are then relative to the first batch's base offset."""
+    first_base = read_header(batch).base_offset
+    for base, view in batches_in_range(batch, first_base):
+        header = read_header(view)
+        body = decompress(header.compression, bytes(view[HEADER_SIZE:]))
+        pos = 0
+        for _ in range(header.records_count):
+            length, pos = read_varint(body, pos)
+            end = pos + length
+            pos += 1  # attributes
+            timestamp_delta, pos = read_varint(body, pos)
+            offset_delta, pos = read_varint(body, pos)
+            yield RecordPosition(
+                base - first_base + offset_delta, header.base_timestamp + timestamp_delta
+            )
+            pos = end
 
 
 def first_offset_at_or_after(

@@ -45,17 +45,35 @@ from lakelog.coordinator.interface import (
     TopicInfo,
     TopicResult,
 )
+from lakelog.coordinator.pipeline_types import (
+    FileBatch,
+    FileInfo,
+    FileReference,
+    MergeCommit,
+    MergeCommitResult,
+)
 from lakelog.coordinator.postgres import (
     cleanup,
     cluster,
     groups,
+    merge,
     migrate,
     produce,
     read,
     topics,
+    txn,
 )
 from lakelog.coordinator.postgres.listener import ChangeListener, current_schema
+from lakelog.coordinator.postgres.mirror import PostgresMirrorMethods
 from lakelog.coordinator.postgres.transaction import Transactions
+from lakelog.coordinator.txn_types import (
+    DescribeProducersResult,
+    InitTxnProducerRequest,
+    InitTxnProducerResult,
+    TransactionInfo,
+    TxnOffsetCommitRequest,
+    TxnRef,
+)
 from lakelog.errors import ErrorCode
 from lakelog.metrics import coordinator_latency_seconds
 
@@ -64,7 +82,7 @@ POOL_MAX_SIZE = 8
 POOL_TIMEOUT_S = 30.0
 
 
-class PostgresBatchCoordinator(BatchCoordinator):
+class PostgresBatchCoordinator(PostgresMirrorMethods, BatchCoordinator):
     def __init__(
         self, url: str, min_size: int = POOL_MIN_SIZE, max_size: int = POOL_MAX_SIZE
     ) -> None:
@@ -282,6 +300,98 @@ class PostgresBatchCoordinator(BatchCoordinator):
     async def fence_broker(self, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
         return await self._run_tx().run(
             "fence_broker", True, cluster.fence_broker, broker_id, broker_epoch, silent_since_ms
+        )
+
+    # -- transactions
+
+    async def init_transactional_producer(
+        self, request: InitTxnProducerRequest, now_ms: int
+    ) -> InitTxnProducerResult:
+        return await self._run_tx().run(
+            "init_transactional_producer", True, txn.init_transactional_producer, request, now_ms
+        )
+
+    async def add_partitions_to_txn(
+        self, txn_ref: TxnRef, partitions: Sequence[PartitionKey], now_ms: int, verify_only: bool
+    ) -> list[ErrorCode]:
+        return await self._run_tx().run(
+            "add_partitions_to_txn",
+            not verify_only,
+            txn.add_partitions_to_txn,
+            txn_ref,
+            partitions,
+            now_ms,
+            verify_only,
+        )
+
+    async def add_offsets_to_txn(self, txn_ref: TxnRef, group_id: str, now_ms: int) -> ErrorCode:
+        return await self._run_tx().run(
+            "add_offsets_to_txn", True, txn.add_offsets_to_txn, txn_ref, group_id, now_ms
+        )
+
+    async def txn_offset_commit(
+        self, request: TxnOffsetCommitRequest, now_ms: int
+    ) -> list[ErrorCode]:
+        return await self._run_tx().run(
+            "txn_offset_commit", True, txn.txn_offset_commit, request, now_ms
+        )
+
+    async def end_txn(self, txn_ref: TxnRef, commit: bool, now_ms: int) -> ErrorCode:
+        return await self._run_tx().run("end_txn", True, txn.end_txn, txn_ref, commit, now_ms)
+
+    async def abort_expired_transactions(self, now_ms: int) -> list[str]:
+        tx = self._run_tx()
+        candidates = await tx.run("expired_transactions", False, txn.expired_transactions, now_ms)
+        aborted: list[str] = []
+        for tid in candidates:
+            if await tx.run("abort_expired_transaction", True, txn.abort_if_expired, tid, now_ms):
+                aborted.append(tid)
+        return aborted
+
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> list[TransactionInfo | None]:
+        return await self._run_tx().run(
+            "describe_transactions", False, txn.describe_transactions, transactional_ids
+        )
+
+    async def list_transactions(self) -> list[TransactionInfo]:
+        return await self._run_tx().run("list_transactions", False, txn.list_transactions)
+
+    async def describe_producers(
+        self, partitions: Sequence[PartitionKey]
+    ) -> list[DescribeProducersResult]:
+        return await self._run_tx().run(
+            "describe_producers", False, txn.describe_producers, partitions
+        )
+
+    async def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        return await self._run_tx().run(
+            "pending_txn_offsets", False, txn.pending_txn_offsets, group_id
+        )
+
+    # -- pipeline
+
+    async def list_file_infos(
+        self, key_prefix: str = "", after_key: str = "", limit: int = 1000
+    ) -> list[FileInfo]:
+        return await self._run_tx().run(
+            "list_file_infos", False, merge.list_file_infos, key_prefix, after_key, limit
+        )
+
+    async def file_batches(self, object_keys: Sequence[str]) -> list[FileBatch]:
+        return await self._run_tx().run("file_batches", False, merge.file_batches, object_keys)
+
+    async def file_references(self, object_keys: Sequence[str]) -> list[FileReference]:
+        return await self._run_tx().run(
+            "file_references", False, merge.file_references, object_keys
+        )
+
+    async def commit_merge(
+        self, commits: Sequence[MergeCommit], all_or_nothing: bool = False
+    ) -> list[MergeCommitResult]:
+        return await self._run_tx().run(
+            "commit_merge", True, merge.commit_merge, commits, all_or_nothing
         )
 
     # -- change notification

@@ -5,34 +5,33 @@ Runs in the caller's READ COMMITTED transaction. What makes concurrent commits f
 brokers safe is the row locks: the uploader's broker row FOR KEY SHARE (a re-registration
 or fencing, which locks it FOR UPDATE to change the epoch, waits for commits under the old
 epoch to finish, and later ones see the new epoch; heartbeats are not held up), then the
-touched partitions FOR UPDATE in (topic, partition) order, held until commit. Everything
-is read in a few set-wise queries, decided in Python by the shared idempotence rules, and
-written back in one pipeline."""
+touched partitions FOR UPDATE in (topic, partition) order, held until commit.
+
+Two round trips: every read is sent before any answer is awaited (claim the key, the
+broker epoch, `_send_loads`), then the shared planner decides in Python, and the writes,
+one statement per table with binary array parameters (`arrays`), travel unawaited with the
+caller's NOTIFY and COMMIT."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
 
 from psycopg import AsyncCursor
 
-from lakelog.coordinator.commit_plan import CommitPlan, ProducerKey, plan_batch, well_formed
+from lakelog.coordinator.commit_plan import CommitPlan, Wanted, plan_batch, wanted
 from lakelog.coordinator.idempotence import ProducerBatch
-from lakelog.coordinator.interface import (
-    CommitBatch,
-    CommitBatchResult,
-)
-from lakelog.coordinator.postgres.rows import (
-    Conn,
-    PartitionRow,
-    now_ms,
-    partitions_of,
-    query_partitions,
-)
+from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
+from lakelog.coordinator.mirror_rules import refuse_read_only
+from lakelog.coordinator.postgres import mirror
+from lakelog.coordinator.postgres.arrays import bools, int2s, int4s, int8s, uuids
+from lakelog.coordinator.postgres.rows import Conn, PartitionRow, now_ms
 from lakelog.coordinator.postgres.txn import load_ongoing, record_first_offsets
 from lakelog.errors import ErrorCode
+
+ROWS_PER_INSERT = 200
+"""Batches planned, and rows sent, per INSERT statement."""
 
 
 async def commit_file(
@@ -43,14 +42,12 @@ async def commit_file(
     file_size: int,
     batches: Sequence[CommitBatch],
 ) -> list[CommitBatchResult]:
-    # Every read is sent before any answer is awaited: in pipeline mode they share one
-    # round trip. They run in this order, so the histories are read under the partition
-    # locks. (A known key or a fenced broker makes the locks needless; both are rare.)
-    usable = [b for b in batches if well_formed(b, file_size)]
+    # In pipeline mode these share one round trip. They run in this order, so the loads
+    # happen under the partition locks. (A known key or a fenced broker makes the locks
+    # needless; both are rare.)
     claimed = await _claim_key(conn, object_key, uploader_broker_id, broker_epoch, file_size)
     epoch = await _current_epoch(conn, uploader_broker_id) if broker_epoch >= 0 else None
-    locked = await query_partitions(conn, ((b.topic_id, b.partition) for b in usable), True)
-    histories = await _query_histories(conn, usable)
+    loads = await _send_loads(conn, wanted(batches, file_size))
 
     file_row = await claimed.fetchone()
     if file_row is None:
@@ -58,24 +55,37 @@ async def commit_file(
         return [CommitBatchResult(ErrorCode.invalid_request) for _ in batches]
     epoch_row = None if epoch is None else await epoch.fetchone()
     fenced = epoch_row is not None and epoch_row[0] > broker_epoch
-    partitions = await partitions_of(locked)
     # Taken under the partition locks, so LogAppendTime follows the commit order.
-    commit = CommitPlan(
-        now=now_ms(),
-        partitions=dict(partitions),
-        histories=await _histories(histories, partitions),
+    plan = await _read_loads(loads, now_ms(), int(file_row[0]))
+    if fenced:
+        results = [CommitBatchResult(ErrorCode.stale_broker_epoch)] * len(batches)
+    else:
         # The commit barrier: read under the partition locks, which an end of the
-        # transaction takes too, so the batch lands before its marker or is refused.
-        txns=await load_ongoing(conn, (b.producer_id for b in usable if b.is_transactional)),
-    )
-    results = [
-        CommitBatchResult(ErrorCode.stale_broker_epoch)
-        if fenced
-        else plan_batch(commit, batch, file_size)
-        for batch in batches
-    ]
-    await _write(conn, commit, int(file_row[0]))
-    await record_first_offsets(conn, commit.txn_firsts)
+        # transaction takes too, so a batch lands before its marker or is refused.
+        plan.txns = await load_ongoing(conn, (b.producer_id for b in batches if b.is_transactional))
+        read_only = await mirror.read_only(conn, plan.partitions)
+        results = await _plan_and_insert(conn, plan, batches, file_size)
+        results = refuse_read_only(batches, results, read_only)
+    await _write(conn, plan)
+    await record_first_offsets(conn, plan.txn_firsts)
+    return results
+
+
+async def _plan_and_insert(
+    conn: Conn, plan: CommitPlan, batches: Sequence[CommitBatch], file_size: int
+) -> list[CommitBatchResult]:
+    """Plan the batches a slice at a time, sending each slice's rows as soon as it is
+    planned: the server inserts one slice while Python plans the next (on two cores the
+    commit then takes about the longer of the two, not their sum)."""
+    results: list[CommitBatchResult] = []
+    sent = 0
+    for start in range(0, len(batches), ROWS_PER_INSERT):
+        results.extend(
+            [plan_batch(plan, b, file_size) for b in batches[start : start + ROWS_PER_INSERT]]
+        )
+        if len(plan.rows) > sent:
+            await _insert_batches(conn, plan.rows[sent:])
+            sent = len(plan.rows)
     return results
 
 
@@ -99,112 +109,139 @@ async def _current_epoch(conn: Conn, broker_id: int) -> AsyncCursor[Any]:
     )
 
 
-async def _query_histories(conn: Conn, batches: Sequence[CommitBatch]) -> AsyncCursor[Any] | None:
-    """Send the lookup of the remembered batches of every producer the commit mentions,
-    oldest first (None if there are none)."""
-    keys = list(
-        dict.fromkeys(
-            (b.topic_id, b.partition, b.producer_id) for b in batches if b.producer_id >= 0
+@dataclass(slots=True)
+class _Loads:
+    """The per-commit reads in flight; `_read_loads` turns their answers into a plan."""
+
+    partitions: AsyncCursor[Any] | None
+    histories: AsyncCursor[Any] | None
+
+
+async def _send_loads(conn: Conn, want: Wanted) -> _Loads:
+    """Send everything the planner reads, one statement per kind of state, without waiting:
+    the one place to load more per-commit state. The partitions are locked FOR UPDATE in
+    (topic row id, partition) order, the one order every writer uses, so two commits
+    touching the same partitions never deadlock."""
+    partitions = histories = None
+    if want.partitions:
+        partitions = await conn.execute(
+            "SELECT t.topic_uuid, p.topic_id, p.partition, p.log_start_offset,"
+            " p.high_watermark, p.byte_size, p.max_timestamp"
+            " FROM unnest(%s::uuid[], %s::int[]) AS k (topic_uuid, partition)"
+            " JOIN topics t ON t.topic_uuid = k.topic_uuid"
+            " JOIN partitions p ON p.topic_id = t.id AND p.partition = k.partition"
+            " ORDER BY p.topic_id, p.partition FOR UPDATE OF p",
+            (uuids([k[0] for k in want.partitions]), int4s([k[1] for k in want.partitions])),
         )
-    )
-    if not keys:
-        return None
-    return await conn.execute(
-        "SELECT k.topic_uuid, k.partition, k.pid, s.producer_epoch, s.base_sequence,"
-        " s.last_sequence, s.base_offset, s.last_offset"
-        " FROM unnest(%s::uuid[], %s::int[], %s::bigint[]) AS k (topic_uuid, partition, pid)"
-        " JOIN topics t ON t.topic_uuid = k.topic_uuid"
-        " JOIN producer_state s ON s.topic_id = t.id AND s.partition = k.partition"
-        "  AND s.producer_id = k.pid"
-        " ORDER BY s.base_offset",
-        ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
-    )
+    if want.producers:
+        # LATERAL with OFFSET 0 (not flattened) makes each key one index range scan on
+        # all three key columns, whatever the planner guesses of unnest's row count.
+        histories = await conn.execute(
+            "SELECT t.id, k.partition, k.pid, s.producer_epoch, s.base_sequence,"
+            " s.last_sequence, s.base_offset, s.last_offset"
+            " FROM unnest(%s::uuid[], %s::int[], %s::bigint[]) AS k (topic_uuid, partition, pid)"
+            " JOIN topics t ON t.topic_uuid = k.topic_uuid"
+            " CROSS JOIN LATERAL (SELECT * FROM producer_state x WHERE x.topic_id = t.id"
+            "  AND x.partition = k.partition AND x.producer_id = k.pid OFFSET 0) s"
+            " ORDER BY t.id, k.partition, k.pid, s.base_offset",
+            (
+                uuids([k[0] for k in want.producers]),
+                int4s([k[1] for k in want.producers]),
+                int8s([k[2] for k in want.producers]),
+            ),
+        )
+    return _Loads(partitions, histories)
 
 
-async def _histories(
-    cursor: AsyncCursor[Any] | None, partitions: dict[tuple[UUID, int], PartitionRow]
-) -> dict[ProducerKey, list[ProducerBatch]]:
-    """The histories by (topic row id, partition, producer id); every producer of a
-    locked partition gets one, empty when the partition has not seen it."""
-    found: defaultdict[tuple[UUID, int, int], list[ProducerBatch]] = defaultdict(list)
-    if cursor is not None:
-        for row in await cursor.fetchall():
-            found[(row[0], row[1], row[2])].append(ProducerBatch(*row[3:]))
-    return defaultdict(
-        list,
-        {
-            (part.topic_id, part.partition, pid): history
-            for (topic, partition, pid), history in found.items()
-            if (part := partitions.get((topic, partition))) is not None
-        },
-    )
+async def _read_loads(loads: _Loads, now: int, file_id: int) -> CommitPlan:
+    """The plan over the loaded state."""
+    plan = CommitPlan(now=now, file_id=file_id)
+    if loads.partitions is not None:
+        for row in await loads.partitions.fetchall():
+            plan.partitions[(row[0], row[2])] = PartitionRow(*row[1:])
+    if loads.histories is not None:
+        histories = plan.histories
+        for row in await loads.histories.fetchall():
+            key = row[:3]
+            history = histories.get(key)
+            if history is None:
+                history = histories[key] = []
+            history.append(ProducerBatch(*row[3:]))
+    return plan
 
 
 _INSERT_BATCHES = (
     "INSERT INTO batches (topic_id, partition, base_offset, last_offset, byte_offset,"
     " byte_size, base_timestamp, max_timestamp, timestamp_type, log_append_time,"
     " timestamp_high, producer_id, producer_epoch, base_sequence, is_transactional, file_id)"
-    " SELECT c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15 <> 0, %s"
-    " FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[],"
+    " SELECT * FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[],"
     " %s::bigint[], %s::bigint[], %s::bigint[], %s::smallint[], %s::bigint[], %s::bigint[],"
-    " %s::bigint[], %s::int[], %s::int[], %s::smallint[])"
-    " AS u (c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15)"
+    " %s::bigint[], %s::int[], %s::int[], %s::boolean[], %s::bigint[])"
 )
+_BATCH_ARRAYS = (
+    int8s, int4s, int8s, int8s, int8s, int8s, int8s, int8s,
+    int2s, int8s, int8s, int8s, int4s, int4s, bools, int8s,
+)  # fmt: skip
+"""The parameter type of each column of a plan row (commit_plan.BATCH_ROW_COLUMNS)."""
 
 
-async def _write(conn: Conn, commit: CommitPlan, file_id: int) -> None:
-    state, marked_at = ("committed", None) if commit.rows else ("deleting", commit.now)
-    touched = sorted(commit.touched.items())
-    async with conn.pipeline():
-        await conn.execute(
-            "UPDATE files SET state = %s, live_bytes = %s, committed_at = %s, marked_at = %s"
-            " WHERE id = %s",
-            (state, commit.live_bytes, commit.now, marked_at, file_id),
-        )
-        if commit.rows:
-            columns = [list(column) for column in zip(*commit.rows, strict=True)]
-            await conn.execute(_INSERT_BATCHES, (file_id, *columns))
-        if touched:
-            await conn.execute(
-                "UPDATE partitions p SET high_watermark = u.hw,"
-                " byte_size = p.byte_size + u.added, max_timestamp = u.max_ts"
-                " FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[])"
-                " AS u (topic_id, partition, hw, added, max_ts)"
-                " WHERE p.topic_id = u.topic_id AND p.partition = u.partition",
-                (
-                    [key[0] for key, _ in touched],
-                    [key[1] for key, _ in touched],
-                    [part.high_watermark for _, part in touched],
-                    [commit.added_bytes[key] for key, _ in touched],
-                    [part.max_timestamp for _, part in touched],
-                ),
-            )
-        if commit.changed_producers:
-            await _write_producers(conn, commit)
+async def _insert_batches(conn: Conn, rows: Sequence[tuple[int, ...]]) -> None:
+    columns = zip(*rows, strict=True)
+    await conn.execute(
+        _INSERT_BATCHES, [encode(c) for encode, c in zip(_BATCH_ARRAYS, columns, strict=True)]
+    )
 
 
-async def _write_producers(conn: Conn, commit: CommitPlan) -> None:
-    keys = sorted(commit.changed_producers)
+async def _write(conn: Conn, plan: CommitPlan) -> None:
+    """Send the writes but the batch rows (sent while planning); nothing waits for them
+    (the caller's COMMIT does)."""
+    state, marked_at = ("committed", None) if plan.rows else ("deleting", plan.now)
+    await conn.execute(
+        "UPDATE files SET state = %s, live_bytes = %s, committed_at = %s, marked_at = %s"
+        " WHERE id = %s",
+        (state, plan.live_bytes, plan.now, marked_at, plan.file_id),
+    )
+    if not plan.rows:
+        return
+    touched = plan.touched
+    await conn.execute(
+        "UPDATE partitions p SET high_watermark = u.hw,"
+        " byte_size = p.byte_size + u.added, max_timestamp = u.max_ts"
+        " FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[])"
+        " AS u (topic_id, partition, hw, added, max_ts)"
+        " WHERE p.topic_id = u.topic_id AND p.partition = u.partition",
+        (
+            int8s([key[0] for key in touched]),
+            int4s([key[1] for key in touched]),
+            int8s([part.high_watermark for part in touched.values()]),
+            int8s([plan.added_bytes[key] for key in touched]),
+            int8s([part.max_timestamp for part in touched.values()]),
+        ),
+    )
+    if plan.changed_producers:
+        await _write_producers(conn, plan)
+
+
+async def _write_producers(conn: Conn, plan: CommitPlan) -> None:
+    keys = sorted(plan.changed_producers)
     await conn.execute(
         "DELETE FROM producer_state s"
         " USING unnest(%s::bigint[], %s::int[], %s::bigint[]) AS k (topic_id, partition, pid)"
         " WHERE s.topic_id = k.topic_id AND s.partition = k.partition AND s.producer_id = k.pid",
-        ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
+        (int8s([k[0] for k in keys]), int4s([k[1] for k in keys]), int8s([k[2] for k in keys])),
     )
-    entries = [(key, e) for key in keys for e in commit.histories[key]]
+    entries = [(*key, *e) for key in keys for e in plan.histories[key]]
     await conn.execute(
         "INSERT INTO producer_state (topic_id, partition, producer_id, producer_epoch,"
         " base_sequence, last_sequence, base_offset, last_offset)"
         " SELECT * FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::int[], %s::int[],"
         " %s::int[], %s::bigint[], %s::bigint[])",
-        (
-            [k[0] for k, _ in entries],
-            [k[1] for k, _ in entries],
-            [k[2] for k, _ in entries],
-            [e.producer_epoch for _, e in entries],
-            [e.base_sequence for _, e in entries],
-            [e.last_sequence for _, e in entries],
-            [e.base_offset for _, e in entries],
-            [e.last_offset for _, e in entries],
-        ),
+        [
+            encode(c)
+            for encode, c in zip(
+                (int8s, int4s, int8s, int4s, int4s, int4s, int8s, int8s),
+                zip(*entries, strict=True),
+                strict=True,
+            )
+        ],
     )

@@ -45,14 +45,19 @@ class FreedBytes:
 async def drop_batches_below(
     conn: Conn, freed: FreedBytes, topic_id: int, partition: int, log_start: int
 ) -> tuple[int, int]:
-    """Drop the partition's batches that end below `log_start` and forget producers whose
-    last batch is below it (as Kafka does when the log start moves). The caller holds the
-    partition's row lock. Returns (batches, bytes) dropped."""
+    """Drop the partition's batches that end below `log_start`, the aborted ranges whose
+    marker is below it, and forget producers whose last batch is below it (as Kafka does
+    when the log start moves). The caller holds the partition's row lock. Returns
+    (batches, bytes) dropped; markers count as batches of no bytes and no file."""
     await conn.execute(
         "DELETE FROM producer_state WHERE topic_id = %s AND partition = %s AND producer_id IN ("
         " SELECT producer_id FROM producer_state WHERE topic_id = %s AND partition = %s"
         " GROUP BY producer_id HAVING MAX(last_offset) < %s)",
         (topic_id, partition, topic_id, partition, log_start),
+    )
+    await conn.execute(
+        "DELETE FROM aborted_txns WHERE topic_id = %s AND partition = %s AND marker_offset < %s",
+        (topic_id, partition, log_start),
     )
     cursor = await conn.execute(
         "WITH gone AS (DELETE FROM batches"
@@ -65,7 +70,8 @@ async def drop_batches_below(
     if not per_file:
         return 0, 0
     for file_id, _, size in per_file:
-        freed.add(file_id, size)
+        if file_id is not None:
+            freed.add(file_id, size)
     count = sum(n for _, n, _ in per_file)
     size = sum(s for _, _, s in per_file)
     await conn.execute(
@@ -76,15 +82,19 @@ async def drop_batches_below(
 
 
 async def drop_topic(conn: Conn, freed: FreedBytes, topic_id: int) -> None:
-    """Remove a topic with its partitions, batches and producer state. The caller holds
-    the topic's and its partitions' row locks."""
+    """Remove a topic with its partitions, batches, producer state and transaction rows
+    (an ongoing transaction just loses the partitions; its end writes no marker there).
+    The caller holds the topic's and its partitions' row locks."""
     cursor = await conn.execute(
         "WITH gone AS (DELETE FROM batches WHERE topic_id = %s RETURNING file_id, byte_size)"
         " SELECT file_id, SUM(byte_size)::bigint FROM gone GROUP BY file_id",
         (topic_id,),
     )
     for file_id, size in await cursor.fetchall():
-        freed.add(file_id, size)
+        if file_id is not None:
+            freed.add(file_id, size)
     await conn.execute("DELETE FROM producer_state WHERE topic_id = %s", (topic_id,))
+    await conn.execute("DELETE FROM aborted_txns WHERE topic_id = %s", (topic_id,))
+    await conn.execute("DELETE FROM txn_partitions WHERE topic_id = %s", (topic_id,))
     await conn.execute("DELETE FROM partitions WHERE topic_id = %s", (topic_id,))
     await conn.execute("DELETE FROM topics WHERE id = %s", (topic_id,))

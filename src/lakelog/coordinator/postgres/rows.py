@@ -10,21 +10,27 @@ from uuid import UUID
 from psycopg import AsyncConnection, AsyncCursor
 
 from lakelog.coordinator.sqlite.rows import (
+    BATCH_COLUMN_COUNT,
     BATCH_COLUMNS,
     BATCH_TIMESTAMP_SQL,
+    BATCHES_FROM,
     PartitionRow,
     batch_timestamp,
     coordinate,
+    fetch_weight,
     now_ms,
 )
 
 __all__ = [
+    "BATCHES_FROM",
     "BATCH_COLUMNS",
+    "BATCH_COLUMN_COUNT",
     "BATCH_TIMESTAMP_SQL",
     "Conn",
     "PartitionRow",
     "batch_timestamp",
     "coordinate",
+    "fetch_weight",
     "find_partitions",
     "now_ms",
     "partitions_of",

@@ -46,7 +46,24 @@ from lakelog.coordinator.interface import (
     TopicInfo,
     TopicResult,
 )
-from lakelog.coordinator.sqlite import cleanup, cluster, groups, produce, read, topics
+from lakelog.coordinator.pipeline_types import (
+    FileBatch,
+    FileInfo,
+    FileReference,
+    MergeCommit,
+    MergeCommitResult,
+)
+from lakelog.coordinator.sqlite import cleanup, cluster, groups, merge, produce, read, topics, txn
+from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
+from lakelog.coordinator.sqlite.mirror import SqliteMirrorMethods
+from lakelog.coordinator.txn_types import (
+    DescribeProducersResult,
+    InitTxnProducerRequest,
+    InitTxnProducerResult,
+    TransactionInfo,
+    TxnOffsetCommitRequest,
+    TxnRef,
+)
 from lakelog.errors import ErrorCode
 from lakelog.metrics import coordinator_latency_seconds
 
@@ -89,11 +106,12 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
         return
 
 
-class SqliteBatchCoordinator(BatchCoordinator):
+class SqliteBatchCoordinator(SqliteMirrorMethods, BatchCoordinator):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        self._checkpointer: Checkpointer | None = None
         self._local_commits = 0
         """Write transactions this instance committed (touched only on the DB thread):
         PRAGMA data_version only counts other connections' commits."""
@@ -104,10 +122,14 @@ class SqliteBatchCoordinator(BatchCoordinator):
         conn = connect(self.path)
         try:
             migrate.apply_sqlite(conn)
+            # Checkpoints run on their own thread, not inside a commit (checkpoint.py).
+            conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
         except BaseException:
             conn.close()
             raise
         self._conn = conn
+        self._checkpointer = Checkpointer(self.path)
+        self._checkpointer.start()
 
     def _transaction(self, write: bool, body: Callable[..., T], args: tuple[Any, ...]) -> T:
         conn = self._conn
@@ -123,6 +145,8 @@ class SqliteBatchCoordinator(BatchCoordinator):
             raise
         if write:
             self._local_commits += 1
+            if self._checkpointer is not None:
+                self._checkpointer.wrote()
         return result
 
     async def _run(self, method: str, write: bool, body: Callable[..., T], *args: Any) -> T:
@@ -156,6 +180,9 @@ class SqliteBatchCoordinator(BatchCoordinator):
         executor.shutdown(wait=True)
 
     def _close_connection(self) -> None:
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            checkpointer.stop()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
@@ -311,6 +338,86 @@ class SqliteBatchCoordinator(BatchCoordinator):
             broker_id,
             broker_epoch,
             silent_since_ms,
+        )
+
+    # -- transactions
+
+    async def init_transactional_producer(
+        self, request: InitTxnProducerRequest, now_ms: int
+    ) -> InitTxnProducerResult:
+        return await self._run(
+            "init_transactional_producer", True, txn.init_transactional_producer, request, now_ms
+        )
+
+    async def add_partitions_to_txn(
+        self, txn_ref: TxnRef, partitions: Sequence[PartitionKey], now_ms: int, verify_only: bool
+    ) -> list[ErrorCode]:
+        return await self._run(
+            "add_partitions_to_txn",
+            not verify_only,
+            txn.add_partitions_to_txn,
+            txn_ref,
+            partitions,
+            now_ms,
+            verify_only,
+        )
+
+    async def add_offsets_to_txn(self, txn_ref: TxnRef, group_id: str, now_ms: int) -> ErrorCode:
+        return await self._run(
+            "add_offsets_to_txn", True, txn.add_offsets_to_txn, txn_ref, group_id, now_ms
+        )
+
+    async def txn_offset_commit(
+        self, request: TxnOffsetCommitRequest, now_ms: int
+    ) -> list[ErrorCode]:
+        return await self._run("txn_offset_commit", True, txn.txn_offset_commit, request, now_ms)
+
+    async def end_txn(self, txn_ref: TxnRef, commit: bool, now_ms: int) -> ErrorCode:
+        return await self._run("end_txn", True, txn.end_txn, txn_ref, commit, now_ms)
+
+    async def abort_expired_transactions(self, now_ms: int) -> list[str]:
+        return await self._run(
+            "abort_expired_transactions", True, txn.abort_expired_transactions, now_ms
+        )
+
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> list[TransactionInfo | None]:
+        return await self._run(
+            "describe_transactions", False, txn.describe_transactions, transactional_ids
+        )
+
+    async def list_transactions(self) -> list[TransactionInfo]:
+        return await self._run("list_transactions", False, txn.list_transactions)
+
+    async def describe_producers(
+        self, partitions: Sequence[PartitionKey]
+    ) -> list[DescribeProducersResult]:
+        return await self._run("describe_producers", False, txn.describe_producers, partitions)
+
+    async def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        return await self._run("pending_txn_offsets", False, txn.pending_txn_offsets, group_id)
+
+    # -- pipeline
+
+    async def list_file_infos(
+        self, key_prefix: str = "", after_key: str = "", limit: int = 1000
+    ) -> list[FileInfo]:
+        return await self._run(
+            "list_file_infos", False, merge.list_file_infos, key_prefix, after_key, limit
+        )
+
+    async def file_batches(self, object_keys: Sequence[str]) -> list[FileBatch]:
+        return await self._run("file_batches", False, merge.file_batches, object_keys)
+
+    async def file_references(self, object_keys: Sequence[str]) -> list[FileReference]:
+        return await self._run("file_references", False, merge.file_references, object_keys)
+
+    async def commit_merge(
+        self, commits: Sequence[MergeCommit], all_or_nothing: bool = False
+    ) -> list[MergeCommitResult]:
+        return await self._run(
+            "commit_merge", True, merge.commit_merge, commits, all_or_nothing
         )
 
     # -- change notification

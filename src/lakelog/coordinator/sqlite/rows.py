@@ -11,11 +11,20 @@ from uuid import UUID
 from lakelog.coordinator.interface import BatchCoordinate, TimestampType
 
 BATCH_COLUMNS = (
-    "f.object_key, b.byte_offset, b.byte_size, b.base_offset, b.last_offset, "
+    "COALESCE(f.object_key, ''), b.byte_offset, b.byte_size, b.base_offset, b.last_offset, "
     "b.base_timestamp, b.max_timestamp, b.timestamp_type, b.log_append_time, "
-    "b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional"
+    "b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional, b.control_type"
 )
-"""Select list for `coordinate`; the query must join `batches b` with `files f`."""
+"""Select list for `coordinate`; the query must read `BATCHES_FROM`."""
+
+BATCH_COLUMN_COUNT = 14
+
+BATCHES_FROM = "batches b LEFT JOIN files f ON f.id = b.file_id"
+"""Batches with their object keys. A LEFT JOIN: transaction markers have no file."""
+
+MARKER_FETCH_BYTES = 78
+"""What a marker weighs against find_batches' max_bytes: its control batch's size (markers
+have byte_size 0, and a log of markers alone must still fill a fetch)."""
 
 BATCH_TIMESTAMP_SQL = (
     "(CASE WHEN b.timestamp_type = 1 THEN b.log_append_time ELSE b.max_timestamp END)"
@@ -50,7 +59,13 @@ def coordinate(row: tuple[Any, ...]) -> BatchCoordinate:
         producer_epoch=row[10],
         base_sequence=row[11],
         is_transactional=bool(row[12]),
+        control_type=row[13],
     )
+
+
+def fetch_weight(batch: BatchCoordinate) -> int:
+    """The bytes a batch counts for against find_batches' max_bytes."""
+    return batch.byte_size if batch.control_type < 0 else MARKER_FETCH_BYTES
 
 
 @dataclass(slots=True)

@@ -1,0 +1,37 @@
+"""Does every record of a batch carry a key? Compacted topics refuse keyless records at
+produce, as Kafka does (INVALID_RECORD). This is the only per-record work on the produce
+path, and it runs only for topics whose cleanup.policy holds `compact`: the batch is
+decompressed and each record's length, fixed fields and key length are read, nothing more."""
+
+from __future__ import annotations
+
+from lakelog.protocol.record_reader import decompress
+from lakelog.protocol.records import HEADER_SIZE, InvalidBatch, read_header
+from lakelog.protocol.varint import VarintError, read_varint
+
+
+def all_records_keyed(batch: bytes | memoryview) -> bool:
+    """True if no record of the (CRC-checked) batch has a null key. InvalidBatch if the
+    records cannot be read (corrupt compression or record framing)."""
+    header = read_header(batch)
+    try:
+        body = decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:]))
+    except Exception as exc:  # cramjam raises its own error types
+        raise InvalidBatch(f"cannot decompress records: {exc}", corrupt=True) from exc
+    pos, end = 0, len(body)
+    try:
+        for _ in range(header.records_count):
+            length, pos = read_varint(body, pos)
+            record_end = pos + length
+            if length < 0 or record_end > end:
+                raise InvalidBatch("record length out of bounds", corrupt=True)
+            pos += 1  # attributes
+            _, pos = read_varint(body, pos)  # timestamp delta
+            _, pos = read_varint(body, pos)  # offset delta
+            key_length, _ = read_varint(body, pos)
+            if key_length < 0:
+                return False
+            pos = record_end
+    except VarintError as exc:
+        raise InvalidBatch(f"malformed record: {exc}", corrupt=True) from exc
+    return True
