@@ -219,6 +219,18 @@ def broker_entries(settings: Settings, broker_epoch: int = -1) -> list[ConfigEnt
             ConfigType.INT,
             "socket_request_max_bytes",
         ),
+        (
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            str(settings.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+            ConfigType.INT,
+            "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+        ),
+        (
+            "transaction.max.timeout.ms",
+            str(settings.transaction_max_timeout_ms),
+            ConfigType.INT,
+            "transaction_max_timeout_ms",
+        ),
     ]
     entries = []
     for name, value, kind, field_name in values:
