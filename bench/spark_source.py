@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Spark source and export throughput on local Spark: how fast does `format("lakelog")`
+read a topic straight from object storage, and how fast does `export` write it to Parquet?
+
+A broker fills one topic (`--partitions`, default 4) with `--mib` MiB (default 256) of
+`--record-bytes` (1 KiB) records from one confluent producer (`--codec`, default none), then
+stops: the source needs no broker. Spark (`--master`, default local[2]) then reads the
+whole topic `--runs` times (default 3; run 1 includes starting the Python workers) with
+`sum(length(value))`, so every record is decoded and handed to the JVM, and exports it
+once to Parquet. MiB/s counts record values only.
+
+Run: `.venv/bin/python bench/spark_source.py [--mib 256] [--codec lz4] [--json out.json]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from broker_proc import Broker
+from clients import create_topic, phase_produce
+from common import MiB, log
+from lakelog.config import Settings
+from report import render
+
+TOPIC = "spark-bench"
+
+
+def spark_session(master: str) -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from lakelog.spark import register
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("lakelog-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--codec", default="none")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir")
+    args = parser.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="lakelog-bench-spark-"))
+    results: dict[str, Any] = {"options": vars(args) | {"json": str(args.json)}}
+    try:
+        broker = Broker(root)
+        broker.start()
+        try:
+            create_topic(broker.bootstrap, TOPIC, args.partitions)
+            n = args.mib * MiB // args.record_bytes
+            value = os.urandom(args.record_bytes // 2) + bytes(args.record_bytes // 2)
+            log(f"producing {n} records ({args.mib} MiB, codec {args.codec})")
+            results["produce"] = phase_produce(
+                broker.bootstrap,
+                TOPIC,
+                n,
+                value,
+                64,
+                {"compression.type": args.codec},
+            )
+        finally:
+            broker.stop()
+        payload = (n + 1) * args.record_bytes / MiB  # + the warm-up record
+
+        settings = Settings(data_dir=broker.data_dir)
+        started = time.perf_counter()
+        spark = spark_session(args.master)
+        results["spark_start_s"] = round(time.perf_counter() - started, 1)
+        from pyspark.sql import functions as F
+
+        reads = []
+        for run in range(1, args.runs + 1):
+            df = (
+                spark.read.format("lakelog")
+                .option("lakelog.data.dir", str(broker.data_dir))
+                .option("subscribe", TOPIC)
+                .load()
+            )
+            t0 = time.perf_counter()
+            row = df.select(F.count("*").alias("n"), F.sum(F.length("value")).alias("b")).first()
+            seconds = time.perf_counter() - t0
+            assert row is not None and row["n"] == n + 1, f"read {row} of {n + 1} records"
+            reads.append({"run": run, "seconds": round(seconds, 2), "mib_s": payload / seconds})
+            log(f"read run {run}: {seconds:.2f} s, {payload / seconds:.0f} MiB/s")
+        results["reads"] = reads
+
+        from lakelog.pipeline.export import run_export
+
+        t0 = time.perf_counter()
+        summary = run_export(settings, [TOPIC], str(root / "export"), spark=spark)
+        seconds = time.perf_counter() - t0
+        results["export"] = {
+            "seconds": round(seconds, 2),
+            "mib_s": payload / seconds,
+            "records": summary.records,
+            "files": summary.files,
+            "parquet_mib": round(summary.bytes_written / MiB, 1),
+        }
+        log(f"export: {seconds:.2f} s, {payload / seconds:.0f} MiB/s")
+        spark.stop()
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+    rows = [
+        ("payload MiB", f"{payload:.0f} ({args.codec}, {args.partitions} partitions)"),
+        ("produce MiB/s", f"{results['produce']['mib_s']}"),
+        ("Spark session start s", f"{results['spark_start_s']}"),
+    ]
+    rows += [
+        (f"source read run {r['run']} MiB/s", f"{r['mib_s']:.0f} ({r['seconds']} s)")
+        for r in results["reads"]
+    ]
+    rows.append(("export MiB/s", f"{results['export']['mib_s']:.0f}"))
+    print("\n".join(render(["figure", "value"], [list(r) for r in rows])))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""`lakelog pipeline <job>`: the data pipeline's jobs on Spark, with a progress display and
+a summary table at the end. Job modules (and PySpark) are imported only when a job runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.progress import Progress as RichBar
+from rich.table import Table
+
+from lakelog.cli_options import (
+    CoordinatorUrlOption,
+    DataDirOption,
+    StorageUrlOption,
+    build_settings,
+)
+from lakelog.config import Settings
+from lakelog.pipeline.context import JobContext, PipelineError
+from lakelog.pipeline.progress import JobSummary
+
+pipeline_app = typer.Typer(
+    help="Run the data pipeline's jobs (gc, merge, retention, compact, export) on Spark.",
+    no_args_is_help=True,
+)
+console = Console(stderr=True)
+out = Console()
+
+MasterOption = Annotated[
+    str | None,
+    typer.Option(help="Spark master URL (default: local[*]; under spark-submit, its own)."),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Plan and report, but change and delete nothing.")
+]
+
+
+class RichProgress:
+    """`Progress` drawn with rich: one bar per stage, finished stages stay visible."""
+
+    def __init__(self, bar: RichBar) -> None:
+        self._bar = bar
+        self._task: TaskID | None = None
+
+    def stage(self, description: str, total: int | None = None) -> None:
+        self._end_stage()
+        self._task = self._bar.add_task(description, total=total)
+
+    def advance(self, amount: int = 1) -> None:
+        if self._task is not None:
+            self._bar.advance(self._task, amount)
+
+    def log(self, message: str) -> None:
+        self._bar.console.log(message)
+
+    def _end_stage(self) -> None:
+        if self._task is None:
+            return
+        task = next(t for t in self._bar.tasks if t.id == self._task)
+        self._bar.update(self._task, total=task.completed if task.total is None else task.total)
+        self._bar.update(self._task, completed=task.total or task.completed)
+
+    def close(self) -> None:
+        self._end_stage()
+
+
+def print_summary(summary: JobSummary) -> None:
+    title = f"lakelog pipeline {summary.job}" + (" (dry run)" if summary.dry_run else "")
+    out.print(title, style="bold", soft_wrap=True)
+    table = Table()
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in summary.rows():
+        table.add_row(name, value)
+    out.print(table)
+
+
+def run_job(
+    settings: Settings,
+    master: str | None,
+    dry_run: bool,
+    job: Callable[[JobContext], JobSummary],
+) -> JobSummary:
+    """Run one job with a live progress display and print its summary; errors end the
+    command with status 1 and a one-line message, not a traceback."""
+    bar = RichBar(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+    progress = RichProgress(bar)
+    try:
+        with bar, JobContext(settings, master=master, dry_run=dry_run, progress=progress) as ctx:
+            summary = job(ctx)
+            progress.close()
+    except PipelineError as exc:
+        console.print(f"[red]Error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]Error:[/red] {type(exc).__name__}: {exc}")
+        raise typer.Exit(1) from exc
+    print_summary(summary)
+    return summary
+
+
+def _settings(
+    data_dir: Path | None, storage_url: str | None, coordinator_url: str | None, **extra: Any
+) -> Settings:
+    return build_settings(
+        data_dir=data_dir, storage_url=storage_url, coordinator_url=coordinator_url, **extra
+    )
+
+
+@pipeline_app.command()
+def gc(
+    data_dir: DataDirOption = None,
+    storage_url: StorageUrlOption = None,
+    coordinator_url: CoordinatorUrlOption = None,
+    master: MasterOption = None,
+    dry_run: DryRunOption = False,
+    orphan_grace_ms: Annotated[
+        int | None,
+        typer.Option(
+            help="Delete objects the coordinator does not know once they are this old "
+            "(default: setting gc.orphan.grace.ms, 1 hour).",
+            min=0,
+        ),
+    ] = None,
+) -> None:
+    """Delete orphaned objects and files marked for deletion past their grace period."""
+    settings = _settings(data_dir, storage_url, coordinator_url, gc_orphan_grace_ms=orphan_grace_ms)
+
+    def job(ctx: JobContext) -> JobSummary:
+        from lakelog.pipeline.gc import run_gc
+
+        return run_gc(ctx)
+
+    run_job(settings, master, dry_run, job)
+
+
+@pipeline_app.command()
+def merge(
+    data_dir: DataDirOption = None,
+    storage_url: StorageUrlOption = None,
+    coordinator_url: CoordinatorUrlOption = None,
+    master: MasterOption = None,
+    dry_run: DryRunOption = False,
+    min_age_ms: Annotated[
+        int | None,
+        typer.Option(
+            help="Merge only WAL objects at least this old (setting merge.min.age.ms).", min=0
+        ),
+    ] = None,
+    target_bytes: Annotated[
+        int | None,
+        typer.Option(help="Target size of a merged object (setting merge.target.bytes).", min=1),
+    ] = None,
+) -> None:
+    """Rewrite small or fragmented WAL objects into per-partition segment objects."""
+    settings = _settings(
+        data_dir,
+        storage_url,
+        coordinator_url,
+        merge_min_age_ms=min_age_ms,
+        merge_target_bytes=target_bytes,
+    )
+
+    def job(ctx: JobContext) -> JobSummary:
+        from lakelog.pipeline.merge import run_merge
+
+        return run_merge(ctx)
+
+    run_job(settings, master, dry_run, job)
+
+
+@pipeline_app.command()
+def retention(
+    data_dir: DataDirOption = None,
+    storage_url: StorageUrlOption = None,
+    coordinator_url: CoordinatorUrlOption = None,
+    master: MasterOption = None,
+    dry_run: DryRunOption = False,
+) -> None:
+    """Enforce retention.ms / retention.bytes on every partition (the broker's rules)."""
+    settings = _settings(data_dir, storage_url, coordinator_url)
+
+    def job(ctx: JobContext) -> JobSummary:
+        from lakelog.pipeline.retention import run_retention
+
+        return run_retention(ctx)
+
+    run_job(settings, master, dry_run, job)
+
+
+@pipeline_app.command()
+def compact(
+    topics: Annotated[
+        list[str] | None,
+        typer.Argument(help="Topics to compact (default: every topic with compact cleanup)."),
+    ] = None,
+    data_dir: DataDirOption = None,
+    storage_url: StorageUrlOption = None,
+    coordinator_url: CoordinatorUrlOption = None,
+    master: MasterOption = None,
+    dry_run: DryRunOption = False,
+) -> None:
+    """Keep the latest record per key on compacted topics, at its original offset."""
+    settings = _settings(data_dir, storage_url, coordinator_url)
+
+    def job(ctx: JobContext) -> JobSummary:
+        from lakelog.pipeline.compact import run_compact
+
+        return run_compact(ctx, topics or None)
+
+    run_job(settings, master, dry_run, job)
+
+
+@pipeline_app.command()
+def export(
+    topics: Annotated[list[str], typer.Argument(help="Topics to export.")],
+    output: Annotated[str, typer.Option(help="Parquet output directory (path or URL).")],
+    data_dir: DataDirOption = None,
+    storage_url: StorageUrlOption = None,
+    coordinator_url: CoordinatorUrlOption = None,
+    master: MasterOption = None,
+) -> None:
+    """Export topics to Parquet (by topic and date), from the last exported offsets on."""
+    settings = _settings(data_dir, storage_url, coordinator_url)
+
+    def job(ctx: JobContext) -> JobSummary:
+        from lakelog.pipeline.export import run_export
+
+        return run_export(settings, topics, output, ctx.progress, spark=ctx.spark)
+
+    run_job(settings, master, False, job)

@@ -1,0 +1,61 @@
+"""The Spark session the pipeline jobs run on: local mode on this machine by default, any
+cluster through `--master` or spark-submit.
+
+PySpark is imported here and only here among the job modules' import paths, lazily, so the
+broker and the rest of the CLI never load it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+
+
+def under_spark_submit() -> bool:
+    """True when spark-submit started this process (it launched the JVM first and tells
+    PySpark where its gateway is); then spark-submit's --master applies."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def resolve_master(master: str | None) -> str | None:
+    """The master to set on the builder: the given one; else local[*], except under
+    spark-submit (None: keep spark-submit's)."""
+    if master:
+        return master
+    return None if under_spark_submit() else DEFAULT_MASTER
+
+
+def build_session(master: str | None = None, app_name: str = "lakelog-pipeline") -> SparkSession:
+    """A SparkSession for a job (or the existing one, which `getOrCreate` returns).
+
+    Loopback and no UI in local mode: a laptop or CI box needs no network setup and no
+    port; executors run this interpreter, so they import the same lakelog."""
+    resolved = resolve_master(master)
+    local = resolved is None or resolved.startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if resolved is not None:
+        builder = builder.master(resolved)
+    builder = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    if local:
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
