@@ -71,7 +71,7 @@ async def _validate(
             if topic is None or config is None or not 0 <= part.index < topic.num_partitions:
                 result.error = ErrorCode.unknown_topic_or_partition
                 continue
-            if ctx.broker.mirrors.read_only(topic.topic_id):
+            if await ctx.broker.mirrors.read_only(topic.topic_id):
                 result.error = READ_ONLY_ERROR  # the coordinator refuses it anyway
                 result.message = f"topic {topic.name} is a read-only mirror topic (KIP-1279)"
                 continue

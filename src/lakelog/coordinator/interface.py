@@ -184,7 +184,10 @@ class FindBatchesRequest:
 
 @dataclass(frozen=True, slots=True)
 class BatchCoordinate:
-    """Where one committed batch lives and what the broker must patch when serving it."""
+    """Where one committed batch lives and what the broker must patch when serving it.
+    In a merged segment object one coordinate may cover a run of adjacent plain batches
+    (each carrying its real base offset): readers that decode records iterate them with
+    `protocol.batch_runs.batches_in_range`."""
 
     object_key: str
     byte_offset: int
@@ -442,7 +445,8 @@ class BatchCoordinator(abc.ABC):
         Also: broker_epoch >= 0 and a newer epoch registered for the uploader: every batch
         STALE_BROKER_EPOCH. A byte range outside the object, record_count < 1 or
         byte_size < 1: CORRUPT_MESSAGE. An object key the coordinator already knows: every
-        batch INVALID_REQUEST and nothing changes."""
+        batch INVALID_REQUEST and nothing changes. A partition a mirror holds (any state but
+        STOPPED): mirror_types.READ_ONLY_ERROR, as only commit_mirror writes there."""
 
     # -- fetch
     @abc.abstractmethod

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from lakelog.coordinator.interface import (
@@ -22,8 +23,10 @@ from lakelog.coordinator.interface import (
     TimestampType,
 )
 from lakelog.coordinator.mirror_types import READ_ONLY_ERROR, MirrorBatch, MirrorState
-from lakelog.coordinator.sqlite.rows import PartitionRow
 from lakelog.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from lakelog.coordinator.sqlite.rows import PartitionRow
 
 CONTROL_ABORT = 0
 

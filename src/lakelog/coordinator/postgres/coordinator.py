@@ -64,7 +64,7 @@ from lakelog.coordinator.postgres import (
     txn,
 )
 from lakelog.coordinator.postgres.listener import ChangeListener, current_schema
-from lakelog.coordinator.postgres.mirror import PostgresMirrorMethods
+from lakelog.coordinator.postgres.mirror_methods import PostgresMirrorMethods
 from lakelog.coordinator.postgres.transaction import Transactions
 from lakelog.coordinator.txn_types import (
     DescribeProducersResult,

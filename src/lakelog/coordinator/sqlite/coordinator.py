@@ -55,7 +55,7 @@ from lakelog.coordinator.pipeline_types import (
 )
 from lakelog.coordinator.sqlite import cleanup, cluster, groups, merge, produce, read, topics, txn
 from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
-from lakelog.coordinator.sqlite.mirror import SqliteMirrorMethods
+from lakelog.coordinator.sqlite.mirror_methods import SqliteMirrorMethods
 from lakelog.coordinator.txn_types import (
     DescribeProducersResult,
     InitTxnProducerRequest,

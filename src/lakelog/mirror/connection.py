@@ -1,0 +1,113 @@
+"""One connection to a source broker for the mirror's Fetch requests.
+
+A BufferedProtocol reads each response straight into a buffer of exactly its size, which
+the caller allocates once the size is known (so it can account for it first): the
+response is never copied, and its records are patched in place. One request at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Callable
+from typing import cast
+
+FrameAllocator = Callable[[int], bytearray]
+MAX_FRAME_BYTES = 1 << 30
+
+
+class SourceConnection(asyncio.BufferedProtocol):
+    def __init__(self) -> None:
+        self._transport: asyncio.Transport | None = None
+        self._size = bytearray(4)
+        self._size_view = memoryview(self._size)
+        self._frame: bytearray | None = None
+        self._view: memoryview | None = None
+        self._filled = 0
+        self._allocate: FrameAllocator | None = None
+        self._waiter: asyncio.Future[bytearray] | None = None
+        self._lost: BaseException | None = None
+
+    @classmethod
+    async def open(
+        cls, host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None
+    ) -> SourceConnection:
+        loop = asyncio.get_running_loop()
+        _, protocol = await asyncio.wait_for(
+            loop.create_connection(cls, host, port, ssl=tls), timeout
+        )
+        return protocol
+
+    # -- protocol callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._view is None:
+            return self._size_view[self._filled :]
+        return self._view[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._filled += nbytes
+        if self._view is None:
+            if self._filled < 4:
+                return
+            size = int.from_bytes(self._size, "big", signed=True)
+            if not 4 <= size <= MAX_FRAME_BYTES or self._allocate is None:
+                self._fail(ConnectionError(f"unexpected response frame of {size} bytes"))
+                return
+            try:
+                self._frame = self._allocate(size)
+            except BaseException as exc:
+                self._fail(exc)
+                return
+            self._view = memoryview(self._frame)
+            self._filled = 0
+            return
+        if self._filled == len(self._view):
+            frame = self._frame
+            self._reset()
+            if self._waiter is not None and not self._waiter.done() and frame is not None:
+                self._waiter.set_result(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc or ConnectionError("source broker closed the connection"))
+
+    # -- use
+    async def request(self, frame: bytes, allocate: FrameAllocator, timeout: float) -> bytearray:
+        """Send one request frame; the response frame (correlation id first)."""
+        if self._lost is not None or self._transport is None:
+            raise ConnectionError("connection to the source broker is closed")
+        self._allocate = allocate
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._transport.write(frame)
+        try:
+            return await asyncio.wait_for(self._waiter, timeout)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self._waiter = None
+            self._allocate = None
+
+    def close(self) -> None:
+        if self._transport is not None:
+            with contextlib.suppress(Exception):
+                self._transport.close()
+        self._fail(ConnectionError("connection closed"))
+
+    @property
+    def closed(self) -> bool:
+        return self._lost is not None
+
+    def _reset(self) -> None:
+        self._frame = None
+        self._view = None
+        self._filled = 0
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._lost is None:
+            self._lost = exc
+        self._reset()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(exc)
