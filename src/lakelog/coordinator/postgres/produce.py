@@ -7,10 +7,11 @@ or fencing, which locks it FOR UPDATE to change the epoch, waits for commits und
 epoch to finish, and later ones see the new epoch; heartbeats are not held up), then the
 touched partitions FOR UPDATE in (topic, partition) order, held until commit.
 
-Two round trips: every read is sent before any answer is awaited (claim the key, the
-broker epoch, `_send_loads`), then the shared planner decides in Python, and the writes,
-one statement per table with binary array parameters (`arrays`), travel unawaited with the
-caller's NOTIFY and COMMIT."""
+Few round trips: the reads are sent before any answer is awaited (claim the key, the
+broker epoch, `_send_loads`); the shared planner decides in Python while the batch rows
+already go out, 100 per INSERT, so the server inserts as Python plans; the other writes,
+one statement per table with binary array parameters (`arrays`), travel unawaited with
+the caller's NOTIFY and COMMIT."""
 
 from __future__ import annotations
 
@@ -20,17 +21,23 @@ from typing import Any
 
 from psycopg import AsyncCursor
 
-from lakelog.coordinator.commit_plan import CommitPlan, Wanted, plan_batch, wanted
+from lakelog.coordinator.commit_plan import (
+    BATCH_ROW_COLUMNS,
+    CommitPlan,
+    Wanted,
+    plan_batch,
+    wanted,
+)
 from lakelog.coordinator.idempotence import ProducerBatch
 from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
 from lakelog.coordinator.mirror_rules import refuse_read_only
-from lakelog.coordinator.postgres import mirror
-from lakelog.coordinator.postgres.arrays import bools, int2s, int4s, int8s, uuids
+from lakelog.coordinator.postgres import mirror_commit
+from lakelog.coordinator.postgres.arrays import int4s, int8_rows, int8s, uuids
 from lakelog.coordinator.postgres.rows import Conn, PartitionRow, now_ms
 from lakelog.coordinator.postgres.txn import load_ongoing, record_first_offsets
 from lakelog.errors import ErrorCode
 
-ROWS_PER_INSERT = 200
+ROWS_PER_INSERT = 100
 """Batches planned, and rows sent, per INSERT statement."""
 
 
@@ -63,7 +70,7 @@ async def commit_file(
         # The commit barrier: read under the partition locks, which an end of the
         # transaction takes too, so a batch lands before its marker or is refused.
         plan.txns = await load_ongoing(conn, (b.producer_id for b in batches if b.is_transactional))
-        read_only = await mirror.read_only(conn, plan.partitions)
+        read_only = await mirror_commit.read_only(conn, plan.partitions)
         results = await _plan_and_insert(conn, plan, batches, file_size)
         results = refuse_read_only(batches, results, read_only)
     await _write(conn, plan)
@@ -170,26 +177,25 @@ async def _read_loads(loads: _Loads, now: int, file_id: int) -> CommitPlan:
     return plan
 
 
-_INSERT_BATCHES = (
-    "INSERT INTO batches (topic_id, partition, base_offset, last_offset, byte_offset,"
-    " byte_size, base_timestamp, max_timestamp, timestamp_type, log_append_time,"
-    " timestamp_high, producer_id, producer_epoch, base_sequence, is_transactional, file_id)"
-    " SELECT * FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[],"
-    " %s::bigint[], %s::bigint[], %s::bigint[], %s::smallint[], %s::bigint[], %s::bigint[],"
-    " %s::bigint[], %s::int[], %s::int[], %s::boolean[], %s::bigint[])"
-)
-_BATCH_ARRAYS = (
-    int8s, int4s, int8s, int8s, int8s, int8s, int8s, int8s,
-    int2s, int8s, int8s, int8s, int4s, int4s, bools, int8s,
-)  # fmt: skip
-"""The parameter type of each column of a plan row (commit_plan.BATCH_ROW_COLUMNS)."""
+def _insert_batches_sql() -> str:
+    """INSERT from one two-dimensional bigint array, a row per batch in
+    commit_plan.BATCH_ROW_COLUMNS order, each column cast to its type."""
+    casts = {"partition": "::int", "timestamp_type": "::smallint", "producer_epoch": "::int"}
+    casts |= {"base_sequence": "::int", "is_transactional": " <> 0"}
+    values = ", ".join(
+        f"r[i][{j}]{casts.get(name, '')}" for j, name in enumerate(BATCH_ROW_COLUMNS, 1)
+    )
+    return (
+        f"INSERT INTO batches ({', '.join(BATCH_ROW_COLUMNS)}) SELECT {values}"
+        " FROM (SELECT %s::bigint[] AS r) AS m, generate_subscripts(m.r, 1) AS i"
+    )
+
+
+_INSERT_BATCHES = _insert_batches_sql()
 
 
 async def _insert_batches(conn: Conn, rows: Sequence[tuple[int, ...]]) -> None:
-    columns = zip(*rows, strict=True)
-    await conn.execute(
-        _INSERT_BATCHES, [encode(c) for encode, c in zip(_BATCH_ARRAYS, columns, strict=True)]
-    )
+    await conn.execute(_INSERT_BATCHES, (int8_rows(rows),))
 
 
 async def _write(conn: Conn, plan: CommitPlan) -> None:
