@@ -47,7 +47,7 @@ if [ $# -gt 0 ]; then
   $BIN/python -m pytest -q -p no:cacheprovider "$@"
   exit 0
 fi
-$BIN/ruff check src tests bench
+$BIN/ruff check --no-cache src tests bench
 # Everything on the embedded defaults (SQLite + local files; the contract suite runs on both
 # coordinators), then the end-to-end suites again on the scale-out parts: PostgreSQL + S3.
 $BIN/python -m pytest -q -p no:cacheprovider

@@ -11,10 +11,10 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from e2e_harness import BrokerProcess, Rec, create_topic, now_ms
 from pipeline_clients import Row, consume, produce, produce_transactions
-from pipeline_jobs import partition_rows, run_job
 from pyspark.sql import SparkSession
 
 from lakelog.pipeline.compact import run_compact
+from pipeline_jobs import partition_rows, run_job
 
 PARTITIONS = 2
 KEYS = 30

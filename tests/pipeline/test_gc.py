@@ -12,11 +12,11 @@ from confluent_kafka import Producer
 from e2e_fixtures import BrokerFactory
 from e2e_harness import BrokerProcess, create_topic, kafka_admin, make_records, now_ms, wait_until
 from pipeline_clients import as_produced, consume, produce
-from pipeline_jobs import run_job, stored_objects, with_coordinator
 from pyspark.sql import SparkSession
 
 from lakelog.coordinator.pipeline_types import FileInfo
 from lakelog.pipeline.gc import run_gc
+from pipeline_jobs import run_job, stored_objects, with_coordinator
 
 PARTITIONS = 2
 BROKER_ENV = {"FILE_DELETE_GRACE_MS": 3_600_000}  # the broker's cleaner leaves marked files

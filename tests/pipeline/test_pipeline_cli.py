@@ -10,11 +10,11 @@ import pytest
 from e2e_fixtures import BrokerFactory
 from e2e_harness import BrokerProcess, create_topic, make_records, now_ms
 from pipeline_clients import produce
-from pipeline_jobs import stored_objects
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from lakelog.pipeline.cli import pipeline_app
+from pipeline_jobs import stored_objects
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -416,9 +416,7 @@ class SqliteBatchCoordinator(SqliteMirrorMethods, BatchCoordinator):
     async def commit_merge(
         self, commits: Sequence[MergeCommit], all_or_nothing: bool = False
     ) -> list[MergeCommitResult]:
-        return await self._run(
-            "commit_merge", True, merge.commit_merge, commits, all_or_nothing
-        )
+        return await self._run("commit_merge", True, merge.commit_merge, commits, all_or_nothing)
 
     # -- change notification
 
