@@ -42,6 +42,7 @@ from lakelog.coordinator import (
     open_coordinator,
 )
 from lakelog.errors import ErrorCode
+from lakelog.runtime import tune_gc
 from pg_server import PgServer, available
 from report import fmt, render
 
@@ -149,6 +150,7 @@ async def measure(
     collections = FullCollections()
     try:
         work, epoch = await setup(c, opts)
+        tune_gc()  # as `lakelog serve` does once its broker started
         lat: list[float] = []
         cpu = 0.0
         marks: tuple[float, ...] = ()

@@ -58,9 +58,11 @@ async def _serve(settings: Settings) -> None:
     import lakelog.api  # noqa: F401  (registers the handlers)
     from lakelog.broker import Broker
     from lakelog.metrics_server import start_metrics_server
+    from lakelog.runtime import tune_gc
 
     broker = Broker(settings)
     await broker.start()
+    tune_gc()
     metrics_server = None
     if settings.metrics_listen:
         metrics_server = await start_metrics_server(settings.metrics_listen)
