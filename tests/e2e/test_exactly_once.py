@@ -13,9 +13,10 @@ import asyncio
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from e2e_fixtures import BrokerFactory
 from e2e_harness import create_topic
+from txn_readers import read_aiokafka, read_confluent, read_kafka_python
 
 PARTITIONS = 3
 TRANSACTIONS = 1000
@@ -24,6 +25,7 @@ CHUNK = 3
 """Input records per transaction."""
 COMMITTED = TRANSACTIONS - TRANSACTIONS // ABORT_EVERY
 PER_PARTITION = COMMITTED * CHUNK // PARTITIONS
+DEADLINE_S = 60
 
 
 def _seed(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
@@ -102,96 +104,6 @@ def _first_per_partition(chunk: Iterable[Message]) -> list[Message]:
     return list(first.values())
 
 
-def _read_confluent(
-    bootstrap: str, topic: str, isolation: str, expect: int
-) -> dict[int, list[bytes]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{isolation}-{time.monotonic_ns()}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": isolation,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    total = 0
-    deadline = time.monotonic() + 60
-    idle = 0
-    try:
-        while time.monotonic() < deadline and idle < 3:
-            batch = consumer.consume(1000, timeout=1.0)
-            if not batch:
-                idle += 1 if total >= expect else 0
-                continue
-            idle = 0
-            for message in batch:
-                if message.error() is not None:
-                    raise KafkaException(message.error())
-                got[message.partition()].append(message.value())
-                total += 1
-    finally:
-        consumer.close()
-    return got
-
-
-def _read_kafka_python(bootstrap: str, topic: str, expect: int) -> dict[int, list[bytes]]:
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition as KTopicPartition
-
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=3000,
-    )
-    consumer.assign([KTopicPartition(topic, p) for p in range(PARTITIONS)])
-    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and sum(map(len, got.values())) < expect:
-            for records in consumer.poll(timeout_ms=1000).values():
-                for record in records:
-                    got[record.partition].append(record.value)
-        # Anything beyond the expected count would be a duplicate or an aborted record.
-        for records in consumer.poll(timeout_ms=1000).values():
-            for record in records:
-                got[record.partition].append(record.value)
-    finally:
-        consumer.close()
-    return got
-
-
-async def _read_aiokafka(bootstrap: str, topic: str, expect: int) -> dict[int, list[bytes]]:
-    from aiokafka import AIOKafkaConsumer
-    from aiokafka import TopicPartition as ATopicPartition
-
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    try:
-        consumer.assign([ATopicPartition(topic, p) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sum(map(len, got.values())) < expect:
-            batches = await consumer.getmany(timeout_ms=1000, max_records=2000)
-            for records in batches.values():
-                for record in records:
-                    got[record.partition].append(record.value)
-        for records in (await consumer.getmany(timeout_ms=1000)).values():
-            for record in records:
-                got[record.partition].append(record.value)
-    finally:
-        await consumer.stop()
-    return got
-
-
 def _assert_same(
     client: str, got: dict[int, list[bytes]], expected: dict[int, list[bytes]]
 ) -> None:
@@ -226,15 +138,23 @@ def test_consume_transform_produce_exactly_once(
     total = sum(map(len, expected.values()))
     _assert_same(
         "confluent-kafka",
-        _read_confluent(broker.bootstrap, sink, "read_committed", total),
+        read_confluent(broker.bootstrap, sink, PARTITIONS, "read_committed", total, DEADLINE_S),
         expected,
     )
-    _assert_same("kafka-python", _read_kafka_python(broker.bootstrap, sink, total), expected)
-    _assert_same("aiokafka", asyncio.run(_read_aiokafka(broker.bootstrap, sink, total)), expected)
+    _assert_same(
+        "kafka-python",
+        read_kafka_python(broker.bootstrap, sink, PARTITIONS, total, DEADLINE_S),
+        expected,
+    )
+    _assert_same(
+        "aiokafka",
+        asyncio.run(read_aiokafka(broker.bootstrap, sink, PARTITIONS, total, DEADLINE_S)),
+        expected,
+    )
 
     # read_uncommitted also sees the aborted copies: every aborted transaction's records.
-    everything = _read_confluent(
-        broker.bootstrap, sink, "read_uncommitted", total + aborted * CHUNK
+    everything = read_confluent(
+        broker.bootstrap, sink, PARTITIONS, "read_uncommitted", total + aborted * CHUNK, DEADLINE_S
     )
     assert sum(map(len, everything.values())) == total + aborted * CHUNK
     for p in range(PARTITIONS):

@@ -10,11 +10,18 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from e2e_harness import BrokerProcess, create_topic
+from txn_readers import (
+    Values,
+    confluent_consumer,
+    read_aiokafka,
+    read_confluent,
+    read_kafka_python,
+)
 
 PARTITIONS = 2
-Values = dict[int, list[bytes]]
+DEADLINE_S = 30
 
 
 def _transactional(bootstrap: str, txn_id: str) -> Producer:
@@ -40,93 +47,6 @@ def _send(producer: Producer, topic: str, tag: str, count: int, sent: Values) ->
             sent[p].append(value)
 
 
-def _confluent_consumer(bootstrap: str, isolation: str) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{time.monotonic_ns()}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": isolation,
-            "fetch.wait.max.ms": 100,
-        }
-    )
-
-
-def _read_confluent(bootstrap: str, topic: str, isolation: str, expect: int) -> Values:
-    """Everything readable, polling 1 s past the expected count to catch extras."""
-    consumer = _confluent_consumer(bootstrap, isolation)
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    got: Values = {p: [] for p in range(PARTITIONS)}
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            total = sum(map(len, got.values()))
-            batch = consumer.consume(1000, timeout=1.0 if total >= expect else 0.2)
-            if not batch and total >= expect:
-                break
-            for message in batch:
-                if message.error() is not None:
-                    raise KafkaException(message.error())
-                got[message.partition()].append(message.value())
-    finally:
-        consumer.close()
-    return got
-
-
-def _read_kafka_python(bootstrap: str, topic: str, expect: int) -> Values:
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition as KTopicPartition
-
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    consumer.assign([KTopicPartition(topic, p) for p in range(PARTITIONS)])
-    got: Values = {p: [] for p in range(PARTITIONS)}
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline and sum(map(len, got.values())) < expect:
-            for records in consumer.poll(timeout_ms=500).values():
-                for record in records:
-                    got[record.partition].append(record.value)
-        for records in consumer.poll(timeout_ms=1000).values():
-            for record in records:
-                got[record.partition].append(record.value)
-    finally:
-        consumer.close()
-    return got
-
-
-async def _read_aiokafka(bootstrap: str, topic: str, expect: int) -> Values:
-    from aiokafka import AIOKafkaConsumer
-    from aiokafka import TopicPartition as ATopicPartition
-
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    got: Values = {p: [] for p in range(PARTITIONS)}
-    try:
-        consumer.assign([ATopicPartition(topic, p) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and sum(map(len, got.values())) < expect:
-            for records in (await consumer.getmany(timeout_ms=500)).values():
-                for record in records:
-                    got[record.partition].append(record.value)
-        for records in (await consumer.getmany(timeout_ms=1000)).values():
-            for record in records:
-                got[record.partition].append(record.value)
-    finally:
-        await consumer.stop()
-    return got
-
-
 def _kafka_python_latest(bootstrap: str, topic: str, isolation: str) -> int:
     """ListOffsets latest of partition 0 at the given isolation level."""
     from kafka import KafkaConsumer
@@ -141,7 +61,7 @@ def _kafka_python_latest(bootstrap: str, topic: str, isolation: str) -> int:
 
 
 def _confluent_latest(bootstrap: str, topic: str, isolation: str) -> int:
-    consumer = _confluent_consumer(bootstrap, isolation)
+    consumer = confluent_consumer(bootstrap, isolation)
     try:
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
         return int(high)
@@ -178,11 +98,12 @@ def test_read_committed_sees_exactly_the_committed_records(
                 everything[p].append(value)
 
     expect = sum(map(len, committed.values()))
-    assert _read_confluent(bootstrap, topic_name, "read_committed", expect) == committed
-    assert _read_kafka_python(bootstrap, topic_name, expect) == committed
-    assert asyncio.run(_read_aiokafka(bootstrap, topic_name, expect)) == committed
+    args = (bootstrap, topic_name, PARTITIONS)
+    assert read_confluent(*args, "read_committed", expect, DEADLINE_S) == committed
+    assert read_kafka_python(*args, expect, DEADLINE_S) == committed
+    assert asyncio.run(read_aiokafka(*args, expect, DEADLINE_S)) == committed
     every = sum(map(len, everything.values()))
-    assert _read_confluent(bootstrap, topic_name, "read_uncommitted", every) == everything
+    assert read_confluent(*args, "read_uncommitted", every, DEADLINE_S) == everything
 
 
 def test_an_open_transaction_holds_read_committed_back(
@@ -203,7 +124,7 @@ def test_an_open_transaction_holds_read_committed_back(
     assert _confluent_latest(bootstrap, topic_name, "read_committed") == 3
     assert _confluent_latest(bootstrap, topic_name, "read_uncommitted") == 6
 
-    consumer = _confluent_consumer(bootstrap, "read_committed")
+    consumer = confluent_consumer(bootstrap, "read_committed")
     consumer.assign([TopicPartition(topic_name, 0, 0)])
     try:
         seen: list[bytes] = []

@@ -47,6 +47,13 @@ def init_producer_id(
     return int(response.error_code), int(response.producer_id), int(response.producer_epoch)
 
 
+def _txn_topics(m: Any, topics: Mapping[str, Sequence[int]]) -> tuple[Any, ...]:
+    return tuple(
+        m.AddPartitionsToTxnTopic(name=m.TopicName(t), partitions=tuple(m.i32(p) for p in ps))
+        for t, ps in topics.items()
+    )
+
+
 def add_partitions(
     client: WireClient,
     transactional_id: str,
@@ -61,10 +68,7 @@ def add_partitions(
         v3_and_below_transactional_id=transactional_id,
         v3_and_below_producer_id=m.ProducerId(pid),
         v3_and_below_producer_epoch=m.i16(epoch),
-        v3_and_below_topics=tuple(
-            m.AddPartitionsToTxnTopic(name=m.TopicName(t), partitions=tuple(m.i32(p) for p in ps))
-            for t, ps in topics.items()
-        ),
+        v3_and_below_topics=_txn_topics(m, topics),
     )
     response = client.request(ADD_PARTITIONS, version, request)
     return {
@@ -89,12 +93,7 @@ def add_partitions_batched(
                 producer_id=m.ProducerId(pid),
                 producer_epoch=m.i16(epoch),
                 verify_only=verify,
-                topics=tuple(
-                    m.AddPartitionsToTxnTopic(
-                        name=m.TopicName(t), partitions=tuple(m.i32(p) for p in ps)
-                    )
-                    for t, ps in topics.items()
-                ),
+                topics=_txn_topics(m, topics),
             )
             for tid, pid, epoch, verify, topics in transactions
         )

@@ -1,4 +1,5 @@
-"""Build v2 record batches by hand, for tests that need exact bytes."""
+"""Build v2 record batches by hand, for tests that need exact bytes (records encoded as
+compaction writes them: `lakelog.pipeline.batch_writer.encode_record`)."""
 
 from __future__ import annotations
 
@@ -7,35 +8,11 @@ import struct
 import cramjam
 import crc32c
 
+from lakelog.pipeline.batch_writer import encode_record
+
+__all__ = ["CODECS", "build_batch", "encode_record"]
+
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-
-
-def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _bytes(value: bytes | None) -> bytes:
-    return _varint(-1) if value is None else _varint(len(value)) + value
-
-
-def encode_record(
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: tuple[tuple[str, bytes | None], ...] = (),
-) -> bytes:
-    body = b"\x00" + _varint(timestamp_delta) + _varint(offset_delta) + _bytes(key) + _bytes(value)
-    body += _varint(len(headers))
-    for name, hvalue in headers:
-        body += _bytes(name.encode()) + _bytes(hvalue)
-    return _varint(len(body)) + body
 
 
 def build_batch(

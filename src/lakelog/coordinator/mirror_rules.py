@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from lakelog.coordinator.commit_plan import BATCH_ROW_COLUMNS
 from lakelog.coordinator.interface import (
     NO_TIMESTAMP,
     CommitBatch,
@@ -35,26 +36,8 @@ _CORRUPT = CommitBatchResult(ErrorCode.corrupt_message)
 _UNKNOWN = CommitBatchResult(ErrorCode.unknown_topic_or_partition)
 _OVERLAP = CommitBatchResult(ErrorCode.invalid_record)
 
-MIRROR_BATCH_COLUMNS = (
-    "topic_id",
-    "partition",
-    "base_offset",
-    "last_offset",
-    "byte_offset",
-    "byte_size",
-    "base_timestamp",
-    "max_timestamp",
-    "timestamp_type",
-    "log_append_time",
-    "timestamp_high",
-    "producer_id",
-    "producer_epoch",
-    "base_sequence",
-    "is_transactional",
-    "control_type",
-    "file_id",
-)
-"""The `batches` columns of a plan row, in order."""
+MIRROR_BATCH_COLUMNS = (*BATCH_ROW_COLUMNS[:-1], "control_type", BATCH_ROW_COLUMNS[-1])
+"""The `batches` columns of a plan row, in order: commit_file's and the control type."""
 
 
 @dataclass(slots=True)

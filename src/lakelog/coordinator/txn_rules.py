@@ -5,12 +5,17 @@ database transaction here)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from lakelog.coordinator.interface import CommitBatch
+from lakelog.coordinator.interface import CommitBatch, PartitionKey
 from lakelog.coordinator.txn_types import (
     MAX_PRODUCER_EPOCH,
+    DescribeProducersResult,
     InitTxnProducerRequest,
+    ProducerStateInfo,
+    TransactionInfo,
     TxnRef,
     TxnState,
 )
@@ -28,6 +33,49 @@ class TxnRow:
     state: TxnState
     timeout_ms: int
     start_time: int
+
+    @classmethod
+    def from_values(cls, values: Sequence[Any]) -> TxnRow:
+        """The row from the values of a `SELECT {TXN_COLUMNS}`."""
+        tid, pid, epoch, last, state, timeout, start = values
+        return cls(
+            str(tid), int(pid), int(epoch), int(last), TxnState(state), int(timeout), int(start)
+        )
+
+    def info(self, partitions: list[PartitionKey], groups: list[str]) -> TransactionInfo:
+        """DescribeTransactions' (and ListTransactions') view of the row."""
+        return TransactionInfo(
+            transactional_id=self.transactional_id,
+            state=self.state,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            timeout_ms=self.timeout_ms,
+            start_time_ms=self.start_time,
+            partitions=partitions,
+            groups=groups,
+        )
+
+
+TXN_COLUMNS = (
+    "transactional_id, producer_id, producer_epoch, last_producer_epoch, state, timeout_ms,"
+    " start_time"
+)
+"""The `transactions` columns `TxnRow.from_values` reads, in order."""
+
+
+def producer_states(
+    rows: Sequence[Sequence[Any]], starts: dict[int, int]
+) -> DescribeProducersResult:
+    """DescribeProducers' answer for one partition from its producers' newest remembered
+    batches (producer id, epoch, last sequence, batch max timestamp or None) and the first
+    offsets of their open transactions by producer id."""
+    return DescribeProducersResult(
+        ErrorCode.none,
+        [
+            ProducerStateInfo(pid, epoch, last_seq, -1 if ts is None else ts, starts.get(pid, -1))
+            for pid, epoch, last_seq, ts in rows
+        ],
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,30 @@ def plan_ranges(coords: Sequence[BatchCoordinate]) -> dict[str, list[tuple[int, 
     return merged
 
 
+async def read_spans(
+    storage: ObjectStorage,
+    object_key: str,
+    spans: list[tuple[int, int]],
+    wanted: Sequence[BatchCoordinate],
+    limit: asyncio.Semaphore,
+) -> list[tuple[BatchCoordinate, memoryview]]:
+    """One ranged request for an object's spans (from `plan_ranges`, at most `limit` such
+    requests at once), cut into the bytes of each of `wanted`'s batches in that object."""
+    async with limit:
+        chunks = await storage.get_ranges(object_key, [s for s, _ in spans], [e for _, e in spans])
+    views = [(start, memoryview(chunk)) for (start, _), chunk in zip(spans, chunks, strict=True)]
+    out: list[tuple[BatchCoordinate, memoryview]] = []
+    for c in wanted:
+        if c.object_key != object_key:
+            continue
+        for start, view in views:
+            if start <= c.byte_offset < start + len(view):
+                rel = c.byte_offset - start
+                out.append((c, view[rel : rel + c.byte_size]))
+                break
+    return out
+
+
 class BatchReader:
     def __init__(self, storage: ObjectStorage, cache: BatchCache, max_concurrent_reads: int = 16):
         self._storage = storage
@@ -89,20 +113,6 @@ class BatchReader:
         wanted: Sequence[BatchCoordinate],
         found: dict[tuple[str, int], memoryview | bytes],
     ) -> None:
-        async with self._reads:
-            chunks = await self._storage.get_ranges(
-                object_key, [s for s, _ in spans], [e for _, e in spans]
-            )
-        views = [
-            (start, memoryview(chunk)) for (start, _), chunk in zip(spans, chunks, strict=True)
-        ]
-        for c in wanted:
-            if c.object_key != object_key:
-                continue
-            for start, view in views:
-                if start <= c.byte_offset < start + len(view):
-                    rel = c.byte_offset - start
-                    data = view[rel : rel + c.byte_size]
-                    found[(object_key, c.byte_offset)] = data
-                    self._cache.put((object_key, c.byte_offset), data)
-                    break
+        for c, data in await read_spans(self._storage, object_key, spans, wanted, self._reads):
+            found[(object_key, c.byte_offset)] = data
+            self._cache.put((object_key, c.byte_offset), data)

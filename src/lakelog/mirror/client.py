@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from types import ModuleType
 from typing import Any
 
-from lakelog.admin_client import DESCRIBE_CONFIGS, AdminClient, KafkaError
+from lakelog.admin_client import DESCRIBE_CONFIGS, KafkaError
 from lakelog.api.configs import MIRROR_RESOURCE
-from lakelog.api.context import build
 from lakelog.errors import ErrorCode
+from lakelog.mirror.resource import MirrorResourceClient, request_module
 
 INCREMENTAL_ALTER_CONFIGS = 44
 SET = 0
 
 
-class MirrorClient(AdminClient):
+class MirrorClient(MirrorResourceClient):
     def _version(self, api_key: int, ours: tuple[int, int]) -> int:
         theirs = self._versions.get(api_key)
         if theirs is None or max(ours[0], theirs[0]) > min(ours[1], theirs[1]):
@@ -27,7 +26,7 @@ class MirrorClient(AdminClient):
     async def command(self, name: str, entries: Mapping[str, str]) -> str | None:
         """One IncrementalAlterConfigs on the mirror resource; the broker's message."""
         version = self._version(INCREMENTAL_ALTER_CONFIGS, (0, 1))
-        m = _module(INCREMENTAL_ALTER_CONFIGS, version)
+        m = request_module(INCREMENTAL_ALTER_CONFIGS, version)
         resource = m.AlterConfigsResource(
             resource_type=MIRROR_RESOURCE,
             resource_name=name,
@@ -45,20 +44,7 @@ class MirrorClient(AdminClient):
     async def entries(self, name: str, keys: Sequence[str] = ()) -> dict[str, str]:
         """DescribeConfigs on the mirror resource, as name -> value."""
         version = self._version(DESCRIBE_CONFIGS, (1, 4))
-        m = _module(DESCRIBE_CONFIGS, version)
-        resource = m.DescribeConfigsResource(
-            resource_type=MIRROR_RESOURCE,
-            resource_name=name,
-            configuration_keys=tuple(keys) if keys else None,
-        )
-        request = build(
-            m.DescribeConfigsRequest,
-            resources=(resource,),
-            include_synonyms=False,
-            include_documentation=False,
-        )
-        response = await self._roundtrip(DESCRIBE_CONFIGS, version, request)
-        [result] = response.results
+        result = await self.describe_mirror_resource(version, name, tuple(keys) or None)
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
         return {c.name: c.value or "" for c in result.configs}
@@ -125,10 +111,3 @@ class MirrorClient(AdminClient):
 def _index(key: str) -> int:
     tail = key.rpartition(".")[2]
     return int(tail) if tail.isdigit() else -1
-
-
-def _module(api_key: int, version: int) -> ModuleType:
-    from kio.index import load_payload_module
-    from kio.static.constants import EntityType
-
-    return load_payload_module(api_key, version, EntityType.request)

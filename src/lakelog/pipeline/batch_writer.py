@@ -16,27 +16,17 @@ import crc32c
 
 from lakelog.protocol.record_reader import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from lakelog.protocol.records import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, BatchHeader
+from lakelog.protocol.varint import write_varint
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024
 
 
-def zigzag_varint(value: int) -> bytes:
-    """Kafka's signed varint (zig-zag, 64-bit)."""
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 def _bytes_field(data: bytes | None) -> bytes:
     if data is None:
-        return zigzag_varint(-1)
-    return zigzag_varint(len(data)) + data
+        return write_varint(-1)
+    return write_varint(len(data)) + data
 
 
 def encode_record(
@@ -48,15 +38,15 @@ def encode_record(
 ) -> bytes:
     """One record of a v2 batch, with its length prefix."""
     body = bytearray(b"\x00")  # attributes: unused
-    body += zigzag_varint(timestamp_delta)
-    body += zigzag_varint(offset_delta)
+    body += write_varint(timestamp_delta)
+    body += write_varint(offset_delta)
     body += _bytes_field(key)
     body += _bytes_field(value)
-    body += zigzag_varint(len(headers))
+    body += write_varint(len(headers))
     for name, header_value in headers:
         body += _bytes_field(name.encode())
         body += _bytes_field(header_value)
-    return zigzag_varint(len(body)) + bytes(body)
+    return write_varint(len(body)) + bytes(body)
 
 
 def compress(codec: int, data: bytes) -> bytes:

@@ -40,6 +40,11 @@ def write_uvarint(value: int) -> bytes:
     return bytes(out)
 
 
+def write_varint(value: int) -> bytes:
+    """A zig-zag signed varint (64-bit), as record fields carry them."""
+    return write_uvarint(((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
 def skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:
     """Position after a flexible version's tagged-field section."""
     count, pos = read_uvarint(buf, pos)

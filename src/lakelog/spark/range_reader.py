@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from lakelog.coordinator import BatchCoordinate, FindBatchesRequest, TimestampType
 from lakelog.errors import ErrorCode
-from lakelog.fetch.reader import plan_ranges
+from lakelog.fetch.reader import plan_ranges, read_spans
 from lakelog.pipeline.records import HEADER_TYPE, RecordColumns, RecordDecodeError
 from lakelog.protocol.batch_runs import batches_in_range
 from lakelog.protocol.records import InvalidBatch
@@ -163,14 +163,8 @@ async def _read_batches(
     limit = asyncio.Semaphore(MAX_PARALLEL_OBJECT_READS)
 
     async def read_object(key: str, spans: list[tuple[int, int]]) -> None:
-        async with limit:
-            chunks = await storage.get_ranges(key, [s for s, _ in spans], [e for _, e in spans])
-        for (start, _end), chunk in zip(spans, chunks, strict=True):
-            view = memoryview(chunk)
-            for coord in coords:
-                if coord.object_key == key and start <= coord.byte_offset < start + len(view):
-                    rel = coord.byte_offset - start
-                    found[(key, coord.byte_offset)] = view[rel : rel + coord.byte_size]
+        for coord, data in await read_spans(storage, key, spans, coords, limit):
+            found[(key, coord.byte_offset)] = data
 
     await asyncio.gather(*(read_object(k, s) for k, s in plan_ranges(coords).items()))
     return [found[(c.object_key, c.byte_offset)] for c in coords]

@@ -8,7 +8,6 @@ transaction ended: the commit barrier. Decisions are `txn_rules`'; SQL only here
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 from uuid import UUID
 
 from lakelog.coordinator import txn_rules
@@ -16,7 +15,7 @@ from lakelog.coordinator.interface import OffsetCommit, PartitionKey
 from lakelog.coordinator.postgres.cluster import allocate_producer_id
 from lakelog.coordinator.postgres.groups import commit_offsets
 from lakelog.coordinator.postgres.rows import Conn, find_partitions
-from lakelog.coordinator.txn_rules import OngoingTxn, TxnRow
+from lakelog.coordinator.txn_rules import TXN_COLUMNS, OngoingTxn, TxnRow
 from lakelog.coordinator.txn_types import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -24,7 +23,6 @@ from lakelog.coordinator.txn_types import (
     DescribeProducersResult,
     InitTxnProducerRequest,
     InitTxnProducerResult,
-    ProducerStateInfo,
     TransactionInfo,
     TxnOffsetCommitRequest,
     TxnRef,
@@ -32,27 +30,15 @@ from lakelog.coordinator.txn_types import (
 )
 from lakelog.errors import ErrorCode
 
-_TXN_COLUMNS = (
-    "transactional_id, producer_id, producer_epoch, last_producer_epoch, state, timeout_ms,"
-    " start_time"
-)
-
-
-def _row(values: Sequence[Any]) -> TxnRow:
-    tid, pid, epoch, last, state, timeout, start = values
-    return TxnRow(
-        str(tid), int(pid), int(epoch), int(last), TxnState(state), int(timeout), int(start)
-    )
-
 
 async def load_txn(conn: Conn, transactional_id: str, lock: bool = False) -> TxnRow | None:
     cursor = await conn.execute(
-        f"SELECT {_TXN_COLUMNS} FROM transactions WHERE transactional_id = %s"
+        f"SELECT {TXN_COLUMNS} FROM transactions WHERE transactional_id = %s"
         + (" FOR UPDATE" if lock else ""),
         (transactional_id,),
     )
     row = await cursor.fetchone()
-    return None if row is None else _row(row)
+    return None if row is None else TxnRow.from_values(row)
 
 
 async def load_ongoing(conn: Conn, producer_ids: Iterable[int]) -> dict[int, OngoingTxn]:
@@ -111,7 +97,7 @@ async def init_transactional_producer(
             return InitTxnProducerResult(ErrorCode.producer_fenced)
         pid = await allocate_producer_id(conn)
         cursor = await conn.execute(
-            f"INSERT INTO transactions ({_TXN_COLUMNS}, updated_at)"
+            f"INSERT INTO transactions ({TXN_COLUMNS}, updated_at)"
             " VALUES (%s, %s, 0, -1, %s, %s, -1, %s) ON CONFLICT DO NOTHING RETURNING 1",
             (request.transactional_id, pid, TxnState.EMPTY, request.transaction_timeout_ms, now_ms),
         )
@@ -411,28 +397,13 @@ async def describe_transactions(
             (tid,),
         )
         groups = [g for (g,) in await cursor.fetchall()]
-        answers.append(_info(row, partitions, groups))
+        answers.append(row.info(partitions, groups))
     return answers
 
 
 async def list_transactions(conn: Conn) -> list[TransactionInfo]:
-    cursor = await conn.execute(
-        f"SELECT {_TXN_COLUMNS} FROM transactions ORDER BY transactional_id"
-    )
-    return [_info(_row(values), [], []) for values in await cursor.fetchall()]
-
-
-def _info(row: TxnRow, partitions: list[PartitionKey], groups: list[str]) -> TransactionInfo:
-    return TransactionInfo(
-        transactional_id=row.transactional_id,
-        state=row.state,
-        producer_id=row.producer_id,
-        producer_epoch=row.producer_epoch,
-        timeout_ms=row.timeout_ms,
-        start_time_ms=row.start_time,
-        partitions=partitions,
-        groups=groups,
-    )
+    cursor = await conn.execute(f"SELECT {TXN_COLUMNS} FROM transactions ORDER BY transactional_id")
+    return [TxnRow.from_values(values).info([], []) for values in await cursor.fetchall()]
 
 
 async def describe_producers(
@@ -463,17 +434,7 @@ async def describe_producers(
             where,
         )
         starts = {pid: first for pid, first in await cursor.fetchall()}
-        results.append(
-            DescribeProducersResult(
-                ErrorCode.none,
-                [
-                    ProducerStateInfo(
-                        pid, epoch, last_seq, -1 if ts is None else ts, starts.get(pid, -1)
-                    )
-                    for pid, epoch, last_seq, ts in rows
-                ],
-            )
-        )
+        results.append(txn_rules.producer_states(rows, starts))
     return results
 
 

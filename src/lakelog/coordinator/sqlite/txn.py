@@ -14,7 +14,7 @@ from lakelog.coordinator.interface import OffsetCommit, PartitionKey
 from lakelog.coordinator.sqlite.cluster import allocate_producer_id
 from lakelog.coordinator.sqlite.groups import commit_offsets
 from lakelog.coordinator.sqlite.rows import find_partition
-from lakelog.coordinator.txn_rules import OngoingTxn, TxnRow
+from lakelog.coordinator.txn_rules import TXN_COLUMNS, OngoingTxn, TxnRow
 from lakelog.coordinator.txn_types import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -22,7 +22,6 @@ from lakelog.coordinator.txn_types import (
     DescribeProducersResult,
     InitTxnProducerRequest,
     InitTxnProducerResult,
-    ProducerStateInfo,
     TransactionInfo,
     TxnOffsetCommitRequest,
     TxnRef,
@@ -30,25 +29,13 @@ from lakelog.coordinator.txn_types import (
 )
 from lakelog.errors import ErrorCode
 
-_TXN_COLUMNS = (
-    "transactional_id, producer_id, producer_epoch, last_producer_epoch, state, timeout_ms,"
-    " start_time"
-)
-
-
-def _row(values: Sequence[object]) -> TxnRow:
-    tid, pid, epoch, last, state, timeout, start = values
-    return TxnRow(
-        str(tid), int(pid), int(epoch), int(last), TxnState(state), int(timeout), int(start)
-    )
-
 
 def load_txn(conn: sqlite3.Connection, transactional_id: str) -> TxnRow | None:
     row = conn.execute(
-        f"SELECT {_TXN_COLUMNS} FROM transactions WHERE transactional_id = ?",
+        f"SELECT {TXN_COLUMNS} FROM transactions WHERE transactional_id = ?",
         (transactional_id,),
     ).fetchone()
-    return None if row is None else _row(row)
+    return None if row is None else TxnRow.from_values(row)
 
 
 def load_ongoing(conn: sqlite3.Connection, producer_ids: Iterable[int]) -> dict[int, OngoingTxn]:
@@ -96,7 +83,7 @@ def init_transactional_producer(
             return InitTxnProducerResult(ErrorCode.producer_fenced)
         pid = allocate_producer_id(conn)
         conn.execute(
-            f"INSERT INTO transactions ({_TXN_COLUMNS}, updated_at)"
+            f"INSERT INTO transactions ({TXN_COLUMNS}, updated_at)"
             " VALUES (?, ?, 0, -1, ?, ?, -1, ?)",
             (request.transactional_id, pid, TxnState.EMPTY, request.transaction_timeout_ms, now_ms),
         )
@@ -273,9 +260,9 @@ def end_txn(conn: sqlite3.Connection, txn: TxnRef, commit: bool, now_ms: int) ->
 
 def abort_expired_transactions(conn: sqlite3.Connection, now_ms: int) -> list[str]:
     rows = [
-        _row(values)
+        TxnRow.from_values(values)
         for values in conn.execute(
-            f"SELECT {_TXN_COLUMNS} FROM transactions WHERE state = ? ORDER BY transactional_id",
+            f"SELECT {TXN_COLUMNS} FROM transactions WHERE state = ? ORDER BY transactional_id",
             (TxnState.ONGOING,),
         )
     ]
@@ -385,30 +372,17 @@ def describe_transactions(
                 (tid,),
             )
         ]
-        answers.append(_info(row, partitions, groups))
+        answers.append(row.info(partitions, groups))
     return answers
 
 
 def list_transactions(conn: sqlite3.Connection) -> list[TransactionInfo]:
     return [
-        _info(_row(values), [], [])
+        TxnRow.from_values(values).info([], [])
         for values in conn.execute(
-            f"SELECT {_TXN_COLUMNS} FROM transactions ORDER BY transactional_id"
+            f"SELECT {TXN_COLUMNS} FROM transactions ORDER BY transactional_id"
         )
     ]
-
-
-def _info(row: TxnRow, partitions: list[PartitionKey], groups: list[str]) -> TransactionInfo:
-    return TransactionInfo(
-        transactional_id=row.transactional_id,
-        state=row.state,
-        producer_id=row.producer_id,
-        producer_epoch=row.producer_epoch,
-        timeout_ms=row.timeout_ms,
-        start_time_ms=row.start_time,
-        partitions=partitions,
-        groups=groups,
-    )
 
 
 def describe_producers(
@@ -440,17 +414,7 @@ def describe_producers(
                 where,
             ).fetchall()
         )
-        results.append(
-            DescribeProducersResult(
-                ErrorCode.none,
-                [
-                    ProducerStateInfo(
-                        pid, epoch, last_seq, -1 if ts is None else ts, starts.get(pid, -1)
-                    )
-                    for pid, epoch, last_seq, ts in rows
-                ],
-            )
-        )
+        results.append(txn_rules.producer_states(rows, starts))
     return results
 
 
