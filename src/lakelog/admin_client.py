@@ -30,6 +30,8 @@ from lakelog.api.context import build
 from lakelog.config import split_host_port
 from lakelog.errors import ErrorCode
 from lakelog.protocol.varint import skip_tagged_fields
+from lakelog.security.client_config import ClientSecurity
+from lakelog.security.sasl_client import SaslFailed, authenticate
 
 API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 18, 3, 19, 20, 32
 CREATE_PARTITIONS, LIST_OFFSETS, FIND_COORDINATOR, LIST_GROUPS = 37, 2, 10, 16
@@ -242,18 +244,34 @@ class AdminClient:
         self._versions: dict[int, tuple[int, int]] = {}
         self.address = ""
         self._peers: dict[str, AdminClient] = {}
+        self._security: ClientSecurity | None = None
 
     @classmethod
     async def connect(
-        cls, bootstrap: str, client_id: str = "lakelog-admin", timeout: float = 30.0
+        cls,
+        bootstrap: str,
+        client_id: str = "lakelog-admin",
+        timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> AdminClient:
+        """`security`: TLS and/or SASL (after ApiVersions, as Kafka clients do)."""
         address = bootstrap.split(",")[0].strip()
         host, port = split_host_port(address)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        tls = security.ssl_context if security is not None else None
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None),
+            timeout,
+        )
         client = cls(reader, writer, client_id, timeout)
         client.address = f"{host}:{port}"
+        client._security = security
         try:
             await client._negotiate()
+            if security is not None and security.uses_sasl:
+                try:
+                    await authenticate(client._roundtrip, security)
+                except SaslFailed as exc:
+                    raise KafkaError(exc.error, str(exc)) from exc
         except BaseException:
             await client.close()
             raise
@@ -274,7 +292,9 @@ class AdminClient:
             return self
         peer = self._peers.get(node.address)
         if peer is None:
-            peer = await AdminClient.connect(node.address, self._client_id, self._timeout)
+            peer = await type(self).connect(
+                node.address, self._client_id, self._timeout, self._security
+            )
             self._peers[node.address] = peer
         return peer
 

@@ -21,6 +21,7 @@ from lakelog.groups.coordinator import GroupCoordinator
 from lakelog.mirror.manager import MirrorManager
 from lakelog.net.server import Server
 from lakelog.produce.wal_writer import CommittedObject, WalWriter
+from lakelog.security.listener import ListenerSecurity
 from lakelog.storage.store import ObjectStorage
 from lakelog.topics import TopicCache
 from lakelog.txn.expiry import TransactionTimeouts
@@ -60,6 +61,7 @@ class Broker:
             max_inflight=settings.max_inflight_requests_per_connection,
             max_inflight_bytes=settings.max_inflight_bytes_per_connection,
             max_connections=settings.max_connections,
+            security=ListenerSecurity.from_settings(settings),
         )
         self.groups = GroupCoordinator(self)
         self.mirrors = MirrorManager(self)

@@ -2,6 +2,7 @@
 over the Kafka protocol like Kafka's tools (see lakelog.mirror.admin for the wire form).
 
     lakelog mirror --bootstrap-server DEST create NAME --source SRC [--source-config K=V]
+        [--source-config-file FILE]   (source client security: security.protocol, sasl.*, ssl.*)
     lakelog mirror -b DEST add-topics NAME TOPIC... [--pattern REGEX]
     lakelog mirror -b DEST remove-topics NAME TOPIC...     (failover)
     lakelog mirror -b DEST describe NAME | delete NAME | validate NAME | list
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -21,6 +23,7 @@ from rich.table import Table
 from lakelog.admin_client import KafkaError
 from lakelog.cli_topics import parse_configs
 from lakelog.mirror.client import MirrorClient
+from lakelog.security.client_config import ClientSecurity, SecurityConfigError, read_properties
 
 T = TypeVar("T")
 
@@ -77,7 +80,20 @@ def create(
     source: Annotated[str, typer.Option(help="The source cluster's bootstrap servers.")],
     source_config: Annotated[
         list[str] | None,
-        typer.Option("--source-config", help="A source client setting NAME=VALUE (repeatable)."),
+        typer.Option(
+            "--source-config",
+            help="A source client setting NAME=VALUE (repeatable): security.protocol, "
+            "sasl.mechanism, sasl.username, sasl.password, sasl.jaas.config, ssl.ca.location, "
+            "ssl.certificate.location, ssl.key.location, ssl.endpoint.identification.algorithm.",
+        ),
+    ] = None,
+    source_config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--source-config-file",
+            help="A properties file of source client settings (like Kafka's --command-config); "
+            "--source-config entries override it.",
+        ),
     ] = None,
     topic: Annotated[
         list[str] | None, typer.Option("--topic", help="A topic to mirror (repeatable).")
@@ -86,10 +102,29 @@ def create(
         list[str] | None, typer.Option("--pattern", help="A topic regex to mirror (repeatable).")
     ] = None,
 ) -> None:
-    """Create a mirror of a source cluster (optionally with its first topics)."""
-    configs = parse_configs(source_config or [])
+    """Create a mirror of a source cluster (optionally with its first topics).
+
+    The source settings, password included, are stored with the mirror definition in the
+    destination's coordinator database (as Kafka stores link configs); `describe` masks
+    secrets. The paths name files on the destination brokers."""
+    configs = _source_configs(source_config or [], source_config_file)
     message = _run(ctx, lambda c: c.create(name, source, configs, topic or [], pattern or []))
     _say(message, f"Created mirror {name} of {source}.")
+
+
+def _source_configs(entries: list[str], path: Path | None) -> dict[str, str]:
+    configs: dict[str, str] = {}
+    if path is not None:
+        try:
+            configs = read_properties(path)
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--source-config-file") from exc
+    configs |= parse_configs(entries)
+    try:  # the files are the destination broker's to check: the paths are on its host
+        ClientSecurity.from_configs(configs)
+    except SecurityConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--source-config") from exc
+    return configs
 
 
 @mirror_app.command("add-topics")

@@ -63,6 +63,21 @@ class Settings(BaseSettings):
     max_inflight_requests_per_connection: int = 1000
     max_inflight_bytes_per_connection: int = 64 * MiB
 
+    # listener security (off by default; see lakelog.security.listener)
+    listener_security_protocol: str = "PLAINTEXT"
+    """listener.security.protocol: PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL."""
+    ssl_certificate_location: Path | None = None
+    """The listener's PEM certificate chain (SSL, SASL_SSL)."""
+    ssl_key_location: Path | None = None
+    ssl_key_password: str | None = None
+    ssl_client_auth: str = "none"
+    """ssl.client.auth: none | requested | required (client certificates)."""
+    ssl_ca_location: Path | None = None
+    """PEM CA bundle that signs client certificates (with ssl.client.auth)."""
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    sasl_users: Path | None = None
+    """A file of `user:password` lines; SCRAM credentials are derived at start-up."""
+
     # produce
     produce_buffer_max_bytes: int = 8 * MiB
     produce_commit_interval_ms: int = 250

@@ -45,6 +45,12 @@ request_latency_seconds = Histogram(
 bytes_in_total = Counter("lakelog_bytes_in", "Record batch bytes produced", registry=REGISTRY)
 bytes_out_total = Counter("lakelog_bytes_out", "Record batch bytes fetched", registry=REGISTRY)
 connections = Gauge("lakelog_connections", "Open client connections", registry=REGISTRY)
+sasl_authentications_total = Counter(
+    "lakelog_sasl_authentications",
+    "SASL logins on the listener, by mechanism and result (ok, failed)",
+    ["mechanism", "result"],
+    registry=REGISTRY,
+)
 
 object_requests_total = Counter(
     "lakelog_object_requests", "Object storage requests", ["op"], registry=REGISTRY

@@ -12,25 +12,28 @@ from kio.static.primitive import i16
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import HANDLERS, handles
 from lakelog.errors import ErrorCode
+from lakelog.net.sasl import SASL_VERSIONS
 from lakelog.protocol.frames import api_schema, encode_response
 
 
-def _keys(cls: type) -> tuple[Any, ...]:
+def _keys(cls: type, sasl: bool = False) -> tuple[Any, ...]:
+    ranges = {spec.api_key: (spec.min_version, spec.max_version) for spec in HANDLERS.values()}
+    if sasl:  # answered by the listener's SASL gate, advertised only where it runs
+        ranges |= SASL_VERSIONS
     return tuple(
-        build(
-            cls,
-            api_key=i16(spec.api_key),
-            min_version=i16(spec.min_version),
-            max_version=i16(spec.max_version),
-        )
-        for spec in sorted(HANDLERS.values(), key=lambda s: s.api_key)
+        build(cls, api_key=i16(key), min_version=i16(low), max_version=i16(high))
+        for key, (low, high) in sorted(ranges.items())
     )
 
 
-def unsupported_version_response(correlation_id: int) -> bytes:
+def sasl_enabled(broker: Any) -> bool:
+    return getattr(broker.server, "sasl_users", None) is not None
+
+
+def unsupported_version_response(correlation_id: int, sasl: bool = False) -> bytes:
     schema = api_schema(18, 0)
     assert schema is not None
-    response = ResponseV0(error_code=ErrorCode.unsupported_version, api_keys=_keys(KeyV0))
+    response = ResponseV0(error_code=ErrorCode.unsupported_version, api_keys=_keys(KeyV0, sasl))
     return encode_response(schema, correlation_id, response, header_flexible=False)
 
 
@@ -40,7 +43,7 @@ async def api_versions(ctx: RequestContext, request: Any) -> Any:
     return build(
         m.ApiVersionsResponse,
         error_code=ErrorCode.none,
-        api_keys=_keys(m.ApiVersion),
+        api_keys=_keys(m.ApiVersion, sasl_enabled(ctx.broker)),
         throttle_time=datetime.timedelta(0),
         supported_features=(),
         finalized_features_epoch=-1,

@@ -44,9 +44,10 @@ class Dispatcher:
             and (header.api_version > spec.max_version)
         ):
             # KIP-511: a client newer than us learns our versions from a v0 answer.
-            from lakelog.api.api_versions import unsupported_version_response
+            from lakelog.api.api_versions import sasl_enabled, unsupported_version_response
 
-            return [unsupported_version_response(header.correlation_id)]
+            sasl = sasl_enabled(self._broker)
+            return [unsupported_version_response(header.correlation_id, sasl)]
         if spec is None or not spec.min_version <= header.api_version <= spec.max_version:
             metrics.request_errors_total.labels(api=str(header.api_key)).inc()
             raise CloseConnection(

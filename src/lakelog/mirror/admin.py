@@ -56,7 +56,8 @@ TOPICS = "topics"
 PATTERNS = "topic.patterns"
 VALIDATE = "validate"
 FINAL_SYNC_TIMEOUT_S = 10.0
-SECRET_WORDS = ("password", "secret", "key")
+SECRET_WORDS = ("password", "secret", "key", "jaas")
+"""Setting names whose values `describe` masks (sasl.jaas.config holds a password)."""
 
 
 class MirrorAdminError(Exception):

@@ -2,7 +2,8 @@
 
 A BufferedProtocol reads each response straight into a buffer of exactly its size, which
 the caller allocates once the size is known (so it can account for it first): the
-response is never copied, and its records are patched in place. One request at a time."""
+response is never copied, and its records are patched in place. One request at a time.
+TLS and SASL (PLAIN, SCRAM) are set up in `open` from the source's client settings."""
 
 from __future__ import annotations
 
@@ -10,10 +11,27 @@ import asyncio
 import contextlib
 import ssl
 from collections.abc import Callable
-from typing import cast
+from functools import partial
+from typing import Any, cast
+
+from kio.index import load_response_schema
+from kio.serial import entity_reader
+
+from lakelog.admin_client import encode_request
+from lakelog.protocol.varint import skip_tagged_fields
+from lakelog.security.client_config import ClientSecurity
+from lakelog.security.sasl_client import SaslFailed, authenticate
 
 FrameAllocator = Callable[[int], bytearray]
 MAX_FRAME_BYTES = 1 << 30
+SMALL_FRAME_BYTES = 1 << 20
+"""Cap on a SASL answer: a few hundred bytes in practice."""
+
+
+def _small_frame(size: int) -> bytearray:
+    if size > SMALL_FRAME_BYTES:
+        raise ConnectionError(f"a {size}-byte answer to a SASL request")
+    return bytearray(size)
 
 
 class SourceConnection(asyncio.BufferedProtocol):
@@ -27,16 +45,47 @@ class SourceConnection(asyncio.BufferedProtocol):
         self._allocate: FrameAllocator | None = None
         self._waiter: asyncio.Future[bytearray] | None = None
         self._lost: BaseException | None = None
+        self._correlation = 0
 
     @classmethod
     async def open(
-        cls, host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None
+        cls,
+        host: str,
+        port: int,
+        timeout: float,
+        tls: ssl.SSLContext | None = None,
+        security: ClientSecurity | None = None,
     ) -> SourceConnection:
+        """A connection ready for Fetch: TLS and SASL done when `security` asks for them.
+        A refused login is a ConnectionError, like any other way of not getting in."""
+        if security is not None and tls is None:
+            tls = security.ssl_context
         loop = asyncio.get_running_loop()
         _, protocol = await asyncio.wait_for(
             loop.create_connection(cls, host, port, ssl=tls), timeout
         )
+        if security is not None and security.uses_sasl:
+            try:
+                await authenticate(partial(protocol._roundtrip, timeout), security)
+            except SaslFailed as exc:
+                protocol.close()
+                raise ConnectionError(f"source {host}:{port}: {exc}") from exc
+            except BaseException:
+                protocol.close()
+                raise
         return protocol
+
+    async def _roundtrip(self, timeout: float, api_key: int, version: int, request: Any) -> Any:
+        """One small kio request and its parsed response (for the SASL exchange)."""
+        self._correlation -= 1  # negative ids: never those of the caller's Fetches
+        frame = encode_request(api_key, version, self._correlation, "lakelog-mirror", request)
+        response = await self.request(frame, _small_frame, timeout)
+        if int.from_bytes(response[:4], "big", signed=True) != self._correlation:
+            raise ConnectionError("response correlation id does not match the request")
+        cls = load_response_schema(api_key, version)
+        pos = skip_tagged_fields(response, 4) if cls.__flexible__ else 4
+        parsed, _ = entity_reader(cls)(bytes(response), pos)
+        return parsed
 
     # -- protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -178,11 +178,13 @@ class Fetcher:
                     await self._fetch(source, mirror, nodes[(mirror, node_id)], chunk, wait_ms)
         return True
 
-    async def _connection(self, mirror: str, node: Node) -> SourceConnection:
+    async def _connection(self, mirror: str, node: Node, source: SourceCluster) -> SourceConnection:
         key = (mirror, node.node_id)
         conn = self._connections.get(key)
         if conn is None or conn.closed:
-            conn = await SourceConnection.open(node.host, node.port, self.manager.source_timeout)
+            conn = await SourceConnection.open(
+                node.host, node.port, self.manager.source_timeout, security=source.security
+            )
             self._connections[key] = conn
         return conn
 
@@ -223,7 +225,7 @@ class Fetcher:
         ask_bytes = max(1, frame_bytes - RESPONSE_OVERHEAD - PARTITION_OVERHEAD * len(tasks))
         try:
             version = await source.fetch_version()
-            conn = await self._connection(mirror, node)
+            conn = await self._connection(mirror, node, source)
         except (SourceUnavailable, OSError, TimeoutError) as exc:
             self.manager.source_down(mirror, exc)
             return True

@@ -2,9 +2,9 @@
 configs) over one Kafka-protocol client, a metadata cache that tells fetchers each
 partition's leader, and the Fetch version to speak.
 
-Works with any Kafka-protocol source (Apache Kafka or Lakelog). Client security: PLAINTEXT
-only for now; `unsupported_settings` names what a definition asks for that this client
-cannot do, and `validate` reports it."""
+Works with any Kafka-protocol source (Apache Kafka or Lakelog). Client security (TLS,
+SASL PLAIN/SCRAM) comes from the definition's settings (lakelog.security.client_config);
+`unsupported_settings` names what this client cannot do, and `validate` reports it."""
 
 from __future__ import annotations
 
@@ -13,22 +13,22 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, TypeVar
 from uuid import UUID
 
 from lakelog.admin_client import (
     DESCRIBE_CONFIGS,
     EARLIEST,
-    AdminClient,
     ConfigValue,
     KafkaError,
     Node,
 )
-from lakelog.api.configs import MIRROR_RESOURCE
 from lakelog.api.context import build
 from lakelog.errors import ErrorCode
+from lakelog.mirror.resource import MirrorResourceClient, request_module
 from lakelog.mirror.wire import FETCH_KEY, MAX_FETCH_VERSION, MIN_FETCH_VERSION
+from lakelog.security.client_config import ClientSecurity, SecurityConfigError
+from lakelog.security.client_config import problems as security_problems
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,6 @@ T = TypeVar("T")
 LIST_GROUPS = 16
 REFRESH_DEBOUNCE_S = 1.0
 WARN_EVERY_S = 30.0
-SUPPORTED_SETTINGS = {"security.protocol": {"PLAINTEXT", "plaintext"}, "client.id": None}
 
 
 class SourceUnavailable(Exception):
@@ -44,16 +43,8 @@ class SourceUnavailable(Exception):
 
 
 def unsupported_settings(configs: Mapping[str, str]) -> list[str]:
-    """The source client settings this mirror client cannot honour."""
-    bad = []
-    for key, value in sorted(configs.items()):
-        if key not in SUPPORTED_SETTINGS:
-            bad.append(f"{key}={value}")
-            continue
-        allowed = SUPPORTED_SETTINGS[key]
-        if allowed is not None and value not in allowed:
-            bad.append(f"{key}={value}")
-    return bad
+    """The source client settings this mirror client cannot honour (secrets masked)."""
+    return security_problems(configs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +76,7 @@ class _Metadata:
     fetched_at: float = 0.0
 
 
-class SourceAdmin(AdminClient):
+class SourceAdmin(MirrorResourceClient):
     """The admin client plus what the mirror needs beyond `lakelog topics/groups`."""
 
     def fetch_version(self) -> int:
@@ -112,7 +103,7 @@ class SourceAdmin(AdminClient):
         version = min(theirs, 5)
         if version < 0:
             raise KafkaError(ErrorCode.unsupported_version, "source lacks ListGroups")
-        m = _request_module(LIST_GROUPS, version)
+        m = request_module(LIST_GROUPS, version)
         request = build(m.ListGroupsRequest, states_filter=(), types_filter=())
         response = await self._roundtrip(LIST_GROUPS, version, request)
         if response.error_code != ErrorCode.none:
@@ -133,28 +124,10 @@ class SourceAdmin(AdminClient):
         version = min(self.api_max(DESCRIBE_CONFIGS), 4)
         if version < 1:
             return {}
-        m = _request_module(DESCRIBE_CONFIGS, version)
-        resource = m.DescribeConfigsResource(
-            resource_type=MIRROR_RESOURCE, resource_name=name, configuration_keys=tuple(keys)
-        )
-        request = build(
-            m.DescribeConfigsRequest,
-            resources=(resource,),
-            include_synonyms=False,
-            include_documentation=False,
-        )
-        response = await self._roundtrip(DESCRIBE_CONFIGS, version, request)
-        [result] = response.results
+        result = await self.describe_mirror_resource(version, name, tuple(keys))
         if result.error_code != ErrorCode.none:
             return {}
         return {c.name: c.value for c in result.configs if c.value is not None}
-
-
-def _request_module(api_key: int, version: int) -> ModuleType:
-    from kio.index import load_payload_module
-    from kio.static.constants import EntityType
-
-    return load_payload_module(api_key, version, EntityType.request)
 
 
 class SourceCluster:
@@ -179,6 +152,19 @@ class SourceCluster:
         self._refreshing: asyncio.Task[None] | None = None
         self._fetch_version: int | None = None
         self._warned_at = 0.0
+        self._security: ClientSecurity | None = None
+
+    @property
+    def security(self) -> ClientSecurity:
+        """TLS/SASL for every connection to the source (SourceUnavailable if unusable)."""
+        if self._security is None:
+            try:
+                security = ClientSecurity.from_configs(self.configs)
+                _ = security.ssl_context  # reads the PEM files once, here
+            except SecurityConfigError as exc:
+                raise SourceUnavailable(f"source {self.bootstrap}: {exc}") from exc
+            self._security = security
+        return self._security
 
     async def close(self) -> None:
         if self._refreshing is not None:
@@ -208,13 +194,11 @@ class SourceCluster:
     async def _connect(self) -> SourceAdmin:
         if self._client is not None:
             return self._client
-        bad = unsupported_settings(self.configs)
-        if bad:
-            raise SourceUnavailable(f"unsupported source client settings: {', '.join(bad)}")
+        security = self.security
         last: BaseException | None = None
         for address in [a.strip() for a in self.bootstrap.split(",") if a.strip()]:
             try:
-                client = await SourceAdmin.connect(address, self.client_id, self.timeout)
+                client = await SourceAdmin.connect(address, self.client_id, self.timeout, security)
             except (OSError, TimeoutError, asyncio.IncompleteReadError, KafkaError) as exc:
                 last = exc
                 continue

@@ -2,19 +2,24 @@
 responses written in request order.
 
 Knows nothing of any API's meaning: each frame goes to `dispatch`, which returns the
-response buffers (or None when the client expects no answer).
+response buffers (or None when the client expects no answer). Listener security is
+opt-in: TLS wraps the transport, and on a SASL listener each connection has a gate
+(`net/sasl.py`) until its client has authenticated.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from lakelog import metrics
+from lakelog.net.sasl import MAX_UNAUTHENTICATED_FRAME, SaslRejected, SaslSession
+from lakelog.security.listener import ListenerSecurity, SaslUsers
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +39,7 @@ class Connection(asyncio.BufferedProtocol):
         self._size_buf = bytearray(4)
         self._frame: bytearray | None = None
         self._filled = 0
-        self._pending: deque[tuple[asyncio.Task[Buffers | None], int]] = deque()
+        self._pending: deque[tuple[asyncio.Future[Buffers | None], int]] = deque()
         self._pending_bytes = 0
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
@@ -42,12 +47,17 @@ class Connection(asyncio.BufferedProtocol):
         self._closing = False
         self._can_write = asyncio.Event()
         self._can_write.set()
+        self._sasl: SaslSession | None = None
+        self._close_after: asyncio.Future[Buffers | None] | None = None
+        """A SASL failure answer: the connection closes once it is written."""
 
     # -- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self._server.sasl_users is not None:
+            self._sasl = SaslSession(self._server.sasl_users, self._peer)
         self._server.connections.add(self)
         metrics.connections.inc()
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
@@ -82,13 +92,11 @@ class Connection(asyncio.BufferedProtocol):
             if self._filled < 4:
                 return
             (size,) = struct.unpack(">i", self._size_buf)
-            if size <= 0 or size > self._server.max_request_bytes:
-                log.warning(
-                    "closing %s: request size %d outside 1..%d",
-                    self._peer,
-                    size,
-                    self._server.max_request_bytes,
-                )
+            limit = self._server.max_request_bytes
+            if self._sasl is not None and not self._sasl.authenticated:
+                limit = min(limit, MAX_UNAUTHENTICATED_FRAME)
+            if size <= 0 or size > limit:
+                log.warning("closing %s: request size %d outside 1..%d", self._peer, size, limit)
                 metrics.request_errors_total.labels(api="frame").inc()
                 self.close()
                 return
@@ -100,12 +108,47 @@ class Connection(asyncio.BufferedProtocol):
         frame, self._frame, self._filled = self._frame, None, 0
         if self._closing:
             return
+        if self._sasl is not None and not self._sasl.authenticated:
+            self._unauthenticated(memoryview(frame))
+            return
         task = asyncio.get_running_loop().create_task(
             self._server.dispatch(memoryview(frame), self._peer)
         )
-        self._server.track(task)
-        self._pending.append((task, len(frame)))
-        self._pending_bytes += len(frame)
+        self._queue(task, len(frame))
+
+    def _unauthenticated(self, frame: memoryview) -> None:
+        """Before login: ApiVersions is dispatched, SASL frames answered by the gate,
+        anything else closes the connection."""
+        sasl = self._sasl
+        assert sasl is not None
+        if sasl.close_after_reply:
+            return  # refused: nothing more is read
+        loop = asyncio.get_running_loop()
+        if sasl.accepts_without_login(frame):
+            self._queue(loop.create_task(self._server.dispatch(frame, self._peer)), len(frame))
+            return
+        try:
+            answer = sasl.answer(frame)
+        except SaslRejected as exc:
+            log.warning("closing %s: %s", self._peer, exc)
+            metrics.request_errors_total.labels(api="sasl").inc()
+            self.close()
+            return
+        except Exception:
+            log.exception("closing %s: SASL request failed", self._peer)
+            self.close()
+            return
+        done: asyncio.Future[Buffers | None] = loop.create_future()
+        done.set_result([answer])
+        if sasl.close_after_reply:
+            self._close_after = done
+        self._queue(done, len(frame))
+
+    def _queue(self, task: asyncio.Future[Buffers | None], size: int) -> None:
+        if isinstance(task, asyncio.Task):
+            self._server.track(task)
+        self._pending.append((task, size))
+        self._pending_bytes += size
         self._wakeup.set()
         if not self._paused and (
             len(self._pending) >= self._server.max_inflight
@@ -161,6 +204,9 @@ class Connection(asyncio.BufferedProtocol):
             if self._closing:
                 return
             transport.writelines(parts)
+            if task is self._close_after:
+                self.close()  # the transport sends what it holds, then closes
+                return
 
     @property
     def has_pending(self) -> bool:
@@ -189,8 +235,11 @@ class Server:
         max_inflight: int,
         max_connections: int,
         max_inflight_bytes: int = 64 * 1024 * 1024,
+        security: ListenerSecurity | None = None,
     ) -> None:
         self.dispatch = dispatch
+        self.ssl: ssl.SSLContext | None = security.ssl_context if security else None
+        self.sasl_users: SaslUsers | None = security.sasl if security else None
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
@@ -209,7 +258,7 @@ class Server:
     async def start(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._new_connection, host, port, reuse_address=True, backlog=1024
+            self._new_connection, host, port, reuse_address=True, backlog=1024, ssl=self.ssl
         )
         sock = self._server.sockets[0].getsockname()
         return sock[0], sock[1]

@@ -42,8 +42,10 @@ def test_only_known_topic_configs_are_copied() -> None:
 def test_unsupported_client_settings_are_named() -> None:
     assert unsupported_settings({"client.id": "a", "security.protocol": "PLAINTEXT"}) == []
     assert unsupported_settings({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}) == [
-        "sasl.mechanism=PLAIN",
-        "security.protocol=SASL_SSL",
+        "SASL_SSL needs sasl.username and sasl.password (or sasl.jaas.config)"
+    ]
+    assert unsupported_settings({"sasl.kerberos.service.name": "kafka"}) == [
+        "unsupported settings: sasl.kerberos.service.name=kafka"
     ]
 
 
