@@ -57,8 +57,17 @@ def test_idempotent_producer_moves_between_brokers(
             30,
             "acks after the partitions moved",
         )
-        # And it leaves again (graceful stop): the partitions come back to the first.
+        # And it leaves again (graceful stop): the partitions come back to the first, at
+        # once (a stopping broker retires its epoch rather than waiting out its session).
         second.close()
+        assert "left the cluster" in second.log_text()
+        wait_until(
+            lambda: (
+                set(metadata_view(first.bootstrap, "probe", topic_name).leaders.values()) == {1}
+            ),
+            10,
+            "partitions back on the first broker",
+        )
         left_at = total_acks(producers)
         wait_until(
             lambda: total_acks(producers) >= left_at + STEP_ACKS or not healthy(producers),
