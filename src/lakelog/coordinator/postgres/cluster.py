@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from lakelog.coordinator.interface import BrokerInfo
 from lakelog.coordinator.postgres.rows import Conn, now_ms
-from lakelog.errors import ErrorCode
 
 
 async def allocate_producer_id(conn: Conn) -> int:
@@ -42,18 +41,12 @@ async def register_broker(
     return int(row[0])
 
 
-async def heartbeat_broker(conn: Conn, broker_id: int, broker_epoch: int) -> ErrorCode:
-    cursor = await conn.execute(
-        "UPDATE brokers SET last_heartbeat = %s WHERE broker_id = %s AND broker_epoch = %s"
-        " RETURNING 1",
-        (now_ms(), broker_id, broker_epoch),
-    )
-    if await cursor.fetchone() is not None:
-        return ErrorCode.none
-    cursor = await conn.execute("SELECT 1 FROM brokers WHERE broker_id = %s", (broker_id,))
-    if await cursor.fetchone() is None:
-        return ErrorCode.broker_id_not_registered
-    return ErrorCode.stale_broker_epoch
+HEARTBEAT_SQL = (
+    "WITH beat AS (UPDATE brokers SET last_heartbeat = %s"
+    " WHERE broker_id = %s AND broker_epoch = %s RETURNING 1)"
+    " SELECT EXISTS (SELECT 1 FROM beat), EXISTS (SELECT 1 FROM brokers WHERE broker_id = %s)"
+)
+"""A heartbeat in one statement: (beat recorded, broker id known)."""
 
 
 async def list_brokers(conn: Conn, alive_since_ms: int) -> list[BrokerInfo]:

@@ -290,9 +290,17 @@ class PostgresBatchCoordinator(PostgresMirrorMethods, BatchCoordinator):
         )
 
     async def heartbeat_broker(self, broker_id: int, broker_epoch: int) -> ErrorCode:
-        return await self._run_tx().run(
-            "heartbeat_broker", True, cluster.heartbeat_broker, broker_id, broker_epoch
+        # One autocommit statement, not a pipelined transaction: the server commits before
+        # it answers, so a broker paused mid-heartbeat never holds its row lock, which its
+        # own fencing by another broker would wait for.
+        [(updated, known)] = await self._run_tx().run_statement(
+            "heartbeat_broker",
+            cluster.HEARTBEAT_SQL,
+            (cluster.now_ms(), broker_id, broker_epoch, broker_id),
         )
+        if updated:
+            return ErrorCode.none
+        return ErrorCode.stale_broker_epoch if known else ErrorCode.broker_id_not_registered
 
     async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
         return await self._run_tx().run("list_brokers", False, cluster.list_brokers, alive_since_ms)

@@ -80,6 +80,34 @@ class Transactions:
         finally:
             coordinator_latency_seconds.labels(method=method).observe(time.perf_counter() - started)
 
+    async def run_statement(
+        self, method: str, query: str, params: Sequence[Any]
+    ) -> list[tuple[Any, ...]]:
+        """One write statement as its own implicit transaction (autocommit), announced
+        like every write. The server commits before it answers, so no lock outlives the
+        round trip even if this process is paused right after sending it."""
+        started = time.perf_counter()
+        announce = notify(self._schema, method)
+        try:
+            attempt = 1
+            while True:
+                try:
+                    async with self._pool.connection() as conn:
+                        cursor = await conn.execute(query, params)
+                        rows = await cursor.fetchall()
+                        await conn.execute(announce)
+                    break
+                except RETRYABLE:
+                    if attempt >= MAX_ATTEMPTS:
+                        raise
+                    self.retries += 1
+                    await asyncio.sleep(backoff(attempt))
+                    attempt += 1
+            self._on_commit()
+            return rows
+        finally:
+            coordinator_latency_seconds.labels(method=method).observe(time.perf_counter() - started)
+
     def _ending(self, method: str) -> tuple[sql.Composable, ...]:
         ending = self._endings.get(method)
         if ending is None:
