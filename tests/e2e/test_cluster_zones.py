@@ -42,6 +42,9 @@ class ZoneProducer:
     zone: str
     bootstrap: str
     topic: str
+    start: threading.Barrier
+    """All producers start producing together, once each has its metadata, so their
+    records interleave however long connecting took."""
     acks: list[tuple[bytes, int, int]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     error: BaseException | None = None
@@ -70,6 +73,8 @@ class ZoneProducer:
                 else:
                     self.acks.append((msg.value(), msg.partition(), msg.offset()))  # type: ignore[attr-defined]
 
+            producer.list_topics(self.topic, timeout=20)
+            self.start.wait(30)
             for i in range(PER_PRODUCER):
                 producer.produce(
                     self.topic,
@@ -79,7 +84,7 @@ class ZoneProducer:
                 )
                 producer.poll(0)
                 if i % 30 == 29:
-                    time.sleep(0.02)  # ~1,500 records/s per zone over ~0.6 s
+                    time.sleep(0.05)  # ~600 records/s per zone over ~1.5 s
             self.unflushed = producer.flush(30)
         except BaseException as exc:
             self.error = exc
@@ -122,7 +127,8 @@ def test_three_zones_stay_in_zone(
                 view,
             )
 
-    producers = [ZoneProducer(z, zone_broker[z].bootstrap, topic_name) for z in ZONES]
+    start = threading.Barrier(len(ZONES))
+    producers = [ZoneProducer(z, zone_broker[z].bootstrap, topic_name, start) for z in ZONES]
     for p in producers:
         p.thread.start()
     for p in producers:
