@@ -20,6 +20,7 @@ from lakelog.fetch.waiter import CommitWaiter
 from lakelog.groups.coordinator import GroupCoordinator
 from lakelog.mirror.manager import MirrorManager
 from lakelog.net.server import Server
+from lakelog.outage import is_outage
 from lakelog.produce.wal_writer import CommittedObject, WalWriter
 from lakelog.security.listener import ListenerSecurity
 from lakelog.storage.store import ObjectStorage
@@ -54,6 +55,7 @@ class Broker:
             on_commit=self._on_commit,
             on_fenced=self._on_fenced,
             commit_delay_ms=settings.fault_commit_delay_ms,
+            commit_retry_ms=settings.produce_commit_retry_ms,
         )
         self.server = Server(
             Dispatcher(self),
@@ -92,7 +94,15 @@ class Broker:
         fetched_at, brokers = self._brokers_cache
         if time.monotonic() - fetched_at > 1.0 or not brokers:
             since = int(time.time() * 1000) - self.settings.broker_session_timeout_ms
-            brokers = await self.coordinator.list_brokers(since)
+            try:
+                brokers = await self.coordinator.list_brokers(since)
+            except Exception as exc:
+                if not brokers or not is_outage(exc):
+                    raise
+                # Database down: the brokers we last saw still serve (Metadata and
+                # FindCoordinator keep answering); ask again in a second.
+                self._brokers_cache = (time.monotonic(), brokers)
+                return brokers
             if not any(b.broker_id == self.broker_id for b in brokers):
                 brokers = [*brokers, self.self_info()]
             brokers.sort(key=lambda b: b.broker_id)

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     produce_commit_interval_ms: int = 250
     produce_max_sealed_buffers: int = 4
     produce_upload_retries: int = 3
+    produce_commit_retry_ms: int = 25_000
+    """A commit that fails (coordinator outage) is retried, its outcome checked first, for
+    this long before its batches fail; below clients' request.timeout.ms (30 s)."""
 
     # fetch
     fetch_cache_max_bytes: int = 256 * MiB
@@ -160,6 +163,9 @@ class Settings(BaseSettings):
 
     fault_commit_delay_ms: int = 0
     """Fault injection for tests only: wait this long between upload and commit."""
+    fault_produce_jitter_ms: int = 0
+    """Fault injection for tests only: each Produce waits a random 0..this long before
+    it validates its batches, as a slow lookup would (order must hold all the same)."""
 
     @classmethod
     def settings_customise_sources(

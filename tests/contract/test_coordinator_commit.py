@@ -182,3 +182,33 @@ async def test_stale_broker_epoch_is_fenced(coordinator: BatchCoordinator) -> No
     unchecked = await commit(coordinator, [batch(t)], broker_id=7, broker_epoch=-1)
     unknown_broker = await commit(coordinator, [batch(t)], broker_id=8, broker_epoch=1)
     assert [r[0].base_offset for r in (live, unchecked, unknown_broker)] == [0, 1, 2]
+
+
+async def test_commit_outcome_reads_back_what_a_commit_decided(
+    coordinator: BatchCoordinator,
+) -> None:
+    """A commit whose answer was lost is looked up, not repeated: an unknown key means no
+    commit happened; a known one gives each accepted batch its offsets by byte offset."""
+    t = await new_topic(coordinator, partitions=2)
+    assert await coordinator.commit_outcome(new_key()) is None
+    key = new_key()
+    results = await commit(
+        coordinator,
+        [batch(t, 0, records=2), batch(uuid.uuid4(), 0), batch(t, 1), batch(t, 0, records=3)],
+        key=key,
+    )
+    outcome = await coordinator.commit_outcome(key)
+    assert outcome is not None
+    # Batches are placed back to back, 100 bytes each; the refused one is absent.
+    assert sorted(outcome) == [0, 200, 300]
+    for byte_offset, index in ((0, 0), (200, 2), (300, 3)):
+        found, original = outcome[byte_offset], results[index]
+        assert found.error == ErrorCode.none
+        assert (found.base_offset, found.log_start_offset) == (
+            original.base_offset,
+            original.log_start_offset,
+        )
+    # An object whose every batch was refused is known, with nothing accepted.
+    refused = new_key()
+    await commit(coordinator, [batch(uuid.uuid4(), 0)], key=refused)
+    assert await coordinator.commit_outcome(refused) == {}

@@ -11,6 +11,7 @@ from kio.static.constants import EntityType
 
 if TYPE_CHECKING:
     from lakelog.broker import Broker
+    from lakelog.net.server import Turn
 
 
 @dataclass(slots=True)
@@ -21,6 +22,13 @@ class RequestContext:
     client_id: str | None
     broker: Broker
     peer: str = ""
+    turn: Turn | None = None
+    """The request's place in its connection's order (see `net.server.Turn`)."""
+
+    def pass_turn(self) -> None:
+        """This request's effect is fixed: the connection's next request may act."""
+        if self.turn is not None:
+            self.turn.release()
 
     @property
     def schema(self) -> ModuleType:

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 
 from lakelog import metrics
 from lakelog.api.context import RequestContext
+from lakelog.api.outage import answer_outage
 from lakelog.api.raw import NoResponse, RawResponse
-from lakelog.api.registry import HANDLERS
-from lakelog.net.server import Buffers, CloseConnection
+from lakelog.api.registry import HANDLERS, PASSES_AT_START
+from lakelog.net.server import Buffers, CloseConnection, Turn
 from lakelog.protocol.frames import (
     API_VERSIONS_KEY,
     MalformedRequest,
@@ -31,7 +32,13 @@ class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    async def __call__(self, frame: memoryview, peer: str) -> Buffers | None:
+    async def __call__(self, frame: memoryview, peer: str, turn: Turn) -> Buffers | None:
+        try:
+            return await self._serve(frame, peer, turn)
+        finally:
+            turn.release()
+
+    async def _serve(self, frame: memoryview, peer: str, turn: Turn) -> Buffers | None:
         try:
             header = parse_header(frame)
         except MalformedRequest as exc:
@@ -72,8 +79,19 @@ class Dispatcher:
             header.client_id,
             self._broker,
             peer,
+            turn,
         )
-        response = await spec.handler(ctx, request)
+        await turn.wait()
+        if header.api_key in PASSES_AT_START:
+            turn.release()
+        try:
+            response = await spec.handler(ctx, request)
+        except Exception as exc:
+            # A database or object-store outage gets the API's retriable error, not a
+            # closed connection (lakelog.api.outage); anything else is still a failure.
+            response = answer_outage(ctx, request, exc)
+            if response is None:
+                raise
         metrics.requests_total.labels(api=api_name, version=str(header.api_version)).inc()
         metrics.request_latency_seconds.labels(api=api_name).observe(time.perf_counter() - started)
         if isinstance(response, NoResponse):

@@ -448,6 +448,12 @@ class BatchCoordinator(abc.ABC):
         batch INVALID_REQUEST and nothing changes. A partition a mirror holds (any state but
         STOPPED): mirror_types.READ_ONLY_ERROR, as only commit_mirror writes there."""
 
+    @abc.abstractmethod
+    async def commit_outcome(self, object_key: str) -> dict[int, CommitBatchResult] | None:
+        """What the commit of `object_key` decided: None if the key is unknown (no commit
+        happened), else the accepted batches' results by byte offset in the object (see
+        `commit_outcome.py`). For a commit whose answer was lost."""
+
     # -- fetch
     @abc.abstractmethod
     async def find_batches(self, requests: Sequence[FindBatchesRequest]) -> list[FindBatchesResult]:

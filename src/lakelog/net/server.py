@@ -24,11 +24,42 @@ from lakelog.security.listener import ListenerSecurity, SaslUsers
 log = logging.getLogger(__name__)
 
 Buffers = Sequence[bytes | bytearray | memoryview]
-Dispatch = Callable[[memoryview, str], Awaitable[Buffers | None]]
 
 
 class CloseConnection(Exception):
     """Raised by dispatch when the connection must be dropped (malformed input)."""
+
+
+class Turn:
+    """A request's place in its connection's order.
+
+    Kafka serves a connection's requests one at a time, and clients that pipeline rely on
+    it: a producer's batches must reach the log in the order it sent them. Requests here
+    run as concurrent tasks (so a Produce waiting for its WAL commit does not hold up the
+    next one), but each takes effect only after the one before it has passed its point of
+    order: `wait()` before acting, `release()` once this request's effect is fixed (a
+    Produce when its batches are in the WAL buffer, a commit when it is written). Release
+    is idempotent, and the dispatcher releases in any case when the request ends."""
+
+    __slots__ = ("_before", "_passed")
+
+    def __init__(self, before: asyncio.Future[None] | None, passed: asyncio.Future[None]):
+        self._before = before
+        self._passed = passed
+
+    async def wait(self) -> None:
+        before = self._before
+        if before is not None and not before.done():
+            # Shielded: a cancelled waiter must not cancel its predecessor's turn.
+            await asyncio.shield(before)
+        self._before = None
+
+    def release(self) -> None:
+        if not self._passed.done():
+            self._passed.set_result(None)
+
+
+Dispatch = Callable[[memoryview, str, Turn], Awaitable[Buffers | None]]
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -50,6 +81,8 @@ class Connection(asyncio.BufferedProtocol):
         self._sasl: SaslSession | None = None
         self._close_after: asyncio.Future[Buffers | None] | None = None
         """A SASL failure answer: the connection closes once it is written."""
+        self._last_turn: asyncio.Future[None] | None = None
+        """Passed when the newest request so far has passed its point of order."""
 
     # -- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -112,9 +145,15 @@ class Connection(asyncio.BufferedProtocol):
             self._unauthenticated(memoryview(frame))
             return
         task = asyncio.get_running_loop().create_task(
-            self._server.dispatch(memoryview(frame), self._peer)
+            self._server.dispatch(memoryview(frame), self._peer, self._next_turn())
         )
         self._queue(task, len(frame))
+
+    def _next_turn(self) -> Turn:
+        passed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        turn = Turn(self._last_turn, passed)
+        self._last_turn = passed
+        return turn
 
     def _unauthenticated(self, frame: memoryview) -> None:
         """Before login: ApiVersions is dispatched, SASL frames answered by the gate,
@@ -125,7 +164,8 @@ class Connection(asyncio.BufferedProtocol):
             return  # refused: nothing more is read
         loop = asyncio.get_running_loop()
         if sasl.accepts_without_login(frame):
-            self._queue(loop.create_task(self._server.dispatch(frame, self._peer)), len(frame))
+            task = loop.create_task(self._server.dispatch(frame, self._peer, self._next_turn()))
+            self._queue(task, len(frame))
             return
         try:
             answer = sasl.answer(frame)

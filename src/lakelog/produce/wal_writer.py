@@ -4,6 +4,12 @@ A buffer is sealed on size or time, uploaded as one object (uploads run in paral
 committed to the batch coordinator strictly in seal order. Each appended batch gets a
 future that completes only after both the upload and the commit succeeded; a failure of
 either fails exactly the batches of that object with a retriable error.
+
+A failed upload deletes whatever it may have left (best effort, in the background), so no
+orphan waits for GC. A commit that raised may still have happened (its answer was lost):
+the writer asks the coordinator what became of the key and either repeats the commit or
+answers with what the first one decided, for up to `commit_retry_s`, so a database outage
+stalls produce instead of failing batches that were in fact stored.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -31,6 +39,13 @@ from lakelog.storage.wal import build_wal
 log = logging.getLogger(__name__)
 
 RETRIABLE_FAILURE = ErrorCode.kafka_storage_error
+COMMIT_RETRY_FIRST_S = 0.1
+COMMIT_RETRY_MAX_S = 1.0
+ORPHAN_DELETE_ATTEMPTS = 8
+_KEY_KNOWN = ErrorCode.invalid_request
+"""commit_file's answer for every batch of an object key it already knows."""
+MAX_PENDING_DELETES = 256
+"""Background deletes of failed uploads at once; past that, GC finds the rest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +87,7 @@ class WalWriter:
         on_commit: Callable[[CommittedObject], None],
         on_fenced: Callable[[], None] = lambda: None,
         commit_delay_ms: int = 0,
+        commit_retry_ms: int = 25_000,
     ) -> None:
         self._storage = storage
         self._coordinator = coordinator
@@ -83,11 +99,15 @@ class WalWriter:
         self._on_commit = on_commit
         self._on_fenced = on_fenced
         self._commit_delay_s = commit_delay_ms / 1000
+        self._commit_retry_s = commit_retry_ms / 1000
         self._active = _Buffer()
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
         self._sealed = 0
         self._space = asyncio.Event()
+        self._queue: deque[object] = deque()
+        """Appends waiting for room, first come first served."""
+        self._deletes: set[asyncio.Task[None]] = set()
         self._previous_commit: asyncio.Future[None] | None = None
         self._closed = False
 
@@ -102,9 +122,8 @@ class WalWriter:
         await, so a cancelled request can never strand other requests' batches."""
         if self._closed:
             raise RuntimeError("WAL writer is closed")
-        while self._sealed >= self._max_sealed:
-            self._space.clear()
-            await self._space.wait()
+        if self._queue or self._sealed >= self._max_sealed:
+            await self._wait_for_room()
         size = sum(len(r.data) for r in requests)
         if self._active.size and self._active.size + size > self._max_bytes:
             self._seal()
@@ -123,6 +142,20 @@ class WalWriter:
         if buffer.size >= self._max_bytes:
             self._seal()
         return futures
+
+    async def _wait_for_room(self) -> None:
+        """Wait in line: appends get room in the order they asked for it, so the requests
+        of one connection (and every producer's batches) keep their order under
+        back-pressure."""
+        ticket = object()
+        self._queue.append(ticket)
+        try:
+            while self._queue[0] is not ticket or self._sealed >= self._max_sealed:
+                self._space.clear()
+                await self._space.wait()
+        finally:
+            self._queue.remove(ticket)
+            self._space.set()  # the next in line looks again
 
     def _seal_on_timer(self, buffer: _Buffer) -> None:
         if buffer is self._active:
@@ -183,6 +216,7 @@ class WalWriter:
                 )
                 metrics.wal_commit_failures_total.labels(stage="upload").inc()
                 uploaded = False
+                self._delete_later(key)
             if self._commit_delay_s:
                 # Fault injection for tests: widen the upload-to-commit window.
                 await asyncio.sleep(self._commit_delay_s)
@@ -224,13 +258,8 @@ class WalWriter:
             )
             for r, (offset, length) in zip(buffer.entries, placements, strict=True)
         ]
-        try:
-            results = await self._coordinator.commit_file(
-                key, self._broker_id, epoch, size, batches
-            )
-        except Exception:
-            log.exception("commit of %s failed; failing %d batches", key, len(batches))
-            metrics.wal_commit_failures_total.labels(stage="commit").inc()
+        results = await self._commit_until_known(key, size, batches, epoch)
+        if results is None:
             self._fail(buffer)
             return
         metrics.wal_objects_total.inc()
@@ -252,6 +281,69 @@ class WalWriter:
             if not future.done():
                 future.set_result(result)
 
+    async def _commit_until_known(
+        self, key: str, size: int, batches: list[CommitBatch], epoch: int
+    ) -> Sequence[CommitBatchResult] | None:
+        """commit_file, repeated through a coordinator outage until its outcome is known;
+        None once `commit_retry_s` has passed (the batches then fail retriably)."""
+        deadline = time.monotonic() + self._commit_retry_s
+        delay = COMMIT_RETRY_FIRST_S
+        retrying = False
+        while True:
+            try:
+                if retrying:
+                    # The last attempt raised: it may have committed all the same.
+                    known = await self._coordinator.commit_outcome(key)
+                    if known is not None:
+                        log.info("commit of %s had happened; answering from its rows", key)
+                        return [
+                            known.get(b.byte_offset) or CommitBatchResult(RETRIABLE_FAILURE)
+                            for b in batches
+                        ]
+                results = await self._coordinator.commit_file(
+                    key, self._broker_id, epoch, size, batches
+                )
+                if not (retrying and all(r.error == _KEY_KNOWN for r in results)):
+                    return results
+                # The raised attempt landed after we looked: read what it decided.
+            except Exception as exc:
+                metrics.wal_commit_failures_total.labels(stage="commit").inc()
+                if time.monotonic() + delay > deadline:
+                    log.error(
+                        "commit of %s failed for %.0f s; failing %d batches: %r",
+                        key,
+                        self._commit_retry_s,
+                        len(batches),
+                        exc,
+                    )
+                    return None
+                log.warning("commit of %s failed, retrying in %.1f s: %r", key, delay, exc)
+            retrying = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, COMMIT_RETRY_MAX_S)
+
+    def _delete_later(self, key: str) -> None:
+        """A failed upload may have stored the object all the same: remove it, retrying
+        through a store outage, so it never lingers as an orphan for GC to find."""
+        if len(self._deletes) >= MAX_PENDING_DELETES:
+            log.warning("%d deletes pending; leaving %s to GC", len(self._deletes), key)
+            return
+        task = asyncio.get_running_loop().create_task(self._delete(key))
+        self._deletes.add(task)
+        task.add_done_callback(self._deletes.discard)
+
+    async def _delete(self, key: str) -> None:
+        delay = COMMIT_RETRY_FIRST_S
+        for _ in range(ORPHAN_DELETE_ATTEMPTS):
+            try:
+                await self._storage.delete(key)
+                return
+            except Exception as exc:
+                log.warning("delete of failed upload %s failed, retrying: %r", key, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 4, 30.0)
+        log.error("could not delete failed upload %s; GC will", key)
+
     @staticmethod
     def _fail(buffer: _Buffer) -> None:
         for future in buffer.futures:
@@ -268,6 +360,8 @@ class WalWriter:
     async def close(self) -> None:
         await self.flush()
         self._closed = True
+        if self._deletes:
+            await asyncio.wait(list(self._deletes), timeout=5)
         if self._timer is not None:
             with contextlib.suppress(Exception):
                 self._timer.cancel()

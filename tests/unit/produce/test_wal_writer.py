@@ -43,17 +43,39 @@ class FlakyStorage:
 
 
 class FlakyCoordinator:
-    def __init__(self, inner: BatchCoordinator, fail_commits: Sequence[int] = ()) -> None:
+    """Fails the commits whose index is in `fail_commits` before they reach the database,
+    and loses the answer of those in `lose_answers` after they committed; the first
+    `fail_lookups` commit_outcome calls fail too (the outage goes on)."""
+
+    def __init__(
+        self,
+        inner: BatchCoordinator,
+        fail_commits: Sequence[int] = (),
+        lose_answers: Sequence[int] = (),
+        fail_lookups: int = 0,
+    ) -> None:
         self.inner = inner
         self.fail_commits = set(fail_commits)
+        self.lose_answers = set(lose_answers)
+        self.fail_lookups = fail_lookups
         self.commits: list[str] = []
+        self.lookups = 0
 
     async def commit_file(self, key: str, *args: Any) -> Any:
         index = len(self.commits)
         self.commits.append(key)
         if index in self.fail_commits:
             raise OSError("injected commit failure")
-        return await self.inner.commit_file(key, *args)
+        results = await self.inner.commit_file(key, *args)
+        if index in self.lose_answers:
+            raise OSError("injected lost commit answer")
+        return results
+
+    async def commit_outcome(self, key: str) -> Any:
+        self.lookups += 1
+        if self.lookups <= self.fail_lookups:
+            raise OSError("injected lookup failure")
+        return await self.inner.commit_outcome(key)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -130,7 +152,7 @@ async def test_commit_failure_fails_only_that_object(coordinator: BatchCoordinat
     storage = ObjectStorage.from_url("memory://")
     flaky = FlakyCoordinator(coordinator, fail_commits=[0])
     topic_id = await _topic(coordinator)
-    writer = _writer(storage, flaky, [], max_buffer_bytes=1)
+    writer = _writer(storage, flaky, [], max_buffer_bytes=1, commit_retry_ms=0)
     first = await writer.append([_request(topic_id, 0, b"a")])
     second = await writer.append([_request(topic_id, 0, b"b")])
     [r1] = await asyncio.gather(*first)
@@ -208,3 +230,95 @@ async def test_duplicate_batch_gets_original_offset(coordinator: BatchCoordinato
     [bad] = await asyncio.gather(*await writer.append([_request(topic_id, 0, b"c", **gap)]))
     assert bad.error == ErrorCode.out_of_order_sequence_number
     await writer.close()
+
+
+async def test_failed_commit_is_retried_through_an_outage(coordinator: BatchCoordinator) -> None:
+    storage = ObjectStorage.from_url("memory://")
+    flaky = FlakyCoordinator(coordinator, fail_commits=[0, 1, 2], fail_lookups=2)
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, flaky, [], max_buffer_bytes=1)
+    first = await writer.append([_request(topic_id, 0, b"a")])
+    second = await writer.append([_request(topic_id, 0, b"b")])
+    [r1] = await asyncio.wait_for(asyncio.gather(*first), 20)
+    [r2] = await asyncio.wait_for(asyncio.gather(*second), 20)
+    assert (r1.error, r1.base_offset) == (ErrorCode.none, 0)
+    assert (r2.error, r2.base_offset) == (ErrorCode.none, 1)  # still after the stalled one
+    await writer.close()
+
+
+async def test_lost_commit_answer_is_answered_from_the_rows(
+    coordinator: BatchCoordinator,
+) -> None:
+    """The commit happened but its answer was lost: the batches get their offsets, and
+    nothing is committed twice."""
+    storage = ObjectStorage.from_url("memory://")
+    flaky = FlakyCoordinator(coordinator, lose_answers=[0], fail_lookups=1)
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, flaky, [], max_buffer_bytes=1 << 20, commit_interval_ms=20)
+    batch = dict(producer_id=7, producer_epoch=0)
+    futures = await writer.append(
+        [
+            _request(topic_id, 0, b"a", base_sequence=0, **batch),
+            _request(topic_id, 1, b"b"),
+            _request(topic_id, 0, b"c", base_sequence=1, **batch),
+        ]
+    )
+    results = await asyncio.wait_for(asyncio.gather(*futures), 20)
+    assert [(r.error, r.base_offset) for r in results] == [
+        (ErrorCode.none, 0),
+        (ErrorCode.none, 0),
+        (ErrorCode.none, 1),
+    ]
+    assert len(flaky.commits) == 1  # looked up, never committed again
+    [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 0, 0, 1 << 20)])
+    assert [b.base_offset for b in found.batches] == [0, 1]
+    await writer.close()
+
+
+async def test_back_pressure_is_first_come_first_served(coordinator: BatchCoordinator) -> None:
+    """An append that arrives as room frees up queues behind those already waiting, so a
+    connection's Produce requests keep their order under back-pressure."""
+    storage = FlakyStorage(ObjectStorage.from_url("memory://"))
+    storage.gate = asyncio.Event()
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, coordinator, [], max_buffer_bytes=1, max_sealed_buffers=1)
+    held = await writer.append([_request(topic_id, 0, b"0")])
+    waiting = [
+        asyncio.create_task(writer.append([_request(topic_id, 0, b"%d" % i)])) for i in (1, 2)
+    ]
+    await asyncio.sleep(0.05)
+    assert not any(task.done() for task in waiting)
+    storage.gate.set()
+
+    async def arrive_as_room_frees() -> list[asyncio.Future[Any]]:
+        # Polls every loop turn, so it runs right after the room frees, before the
+        # waiting appends are woken: the two of them asked first all the same.
+        for _ in range(100_000):
+            if writer._sealed < 1:
+                break
+            await asyncio.sleep(0)
+        return await writer.append([_request(topic_id, 0, b"3")])
+
+    late = await asyncio.wait_for(arrive_as_room_frees(), 5)
+    ordered = [held, *[await task for task in waiting], late]
+    results = [(await asyncio.wait_for(asyncio.gather(*f), 5))[0] for f in ordered]
+    assert [r.base_offset for r in results] == [0, 1, 2, 3]
+    await writer.close()
+
+
+async def test_failed_upload_leaves_no_object(coordinator: BatchCoordinator) -> None:
+    """The store kept the object but the upload still failed (its answer was lost after
+    the retries): the writer removes it, so no orphan waits for GC."""
+    inner = ObjectStorage.from_url("memory://")
+
+    class StoredThenFailed(FlakyStorage):
+        async def put(self, key: str, parts: Any) -> None:
+            await self.inner.put(key, parts)
+            raise OSError("injected lost answer")
+
+    topic_id = await _topic(coordinator)
+    writer = _writer(StoredThenFailed(inner), coordinator, [], max_buffer_bytes=1)
+    [result] = await asyncio.gather(*await writer.append([_request(topic_id, 0, b"a")]))
+    assert result.error == ErrorCode.kafka_storage_error
+    await writer.close()
+    assert await inner.list("wal") == []

@@ -79,7 +79,13 @@ from lakelog.metrics import coordinator_latency_seconds
 
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 8
-POOL_TIMEOUT_S = 30.0
+POOL_TIMEOUT_S = 5.0
+"""Longest wait for a pooled connection. During a database outage every request waits
+this long before it fails (and is answered with a retriable error, see
+`lakelog.api.outage`): well under clients' request timeout (30 s in librdkafka, Java and
+kafka-python), and short enough for a request that needs two or three calls."""
+POOL_OPEN_TIMEOUT_S = 30.0
+"""Start-up: the first connections may take a while (a database still starting)."""
 
 
 class PostgresBatchCoordinator(PostgresMirrorMethods, BatchCoordinator):
@@ -125,7 +131,7 @@ class PostgresBatchCoordinator(PostgresMirrorMethods, BatchCoordinator):
         )
         listener = ChangeListener(self.url, schema)
         try:
-            await pool.open(wait=True, timeout=POOL_TIMEOUT_S)
+            await pool.open(wait=True, timeout=POOL_OPEN_TIMEOUT_S)
             await listener.start()
         except BaseException:
             await listener.close()
@@ -203,6 +209,11 @@ class PostgresBatchCoordinator(PostgresMirrorMethods, BatchCoordinator):
             broker_epoch,
             file_size,
             batches,
+        )
+
+    async def commit_outcome(self, object_key: str) -> dict[int, CommitBatchResult] | None:
+        return await self._run_tx().run(
+            "commit_outcome", False, produce.committed_batches, object_key
         )
 
     # -- fetch

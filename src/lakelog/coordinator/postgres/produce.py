@@ -21,6 +21,7 @@ from typing import Any
 
 from psycopg import AsyncCursor
 
+from lakelog.coordinator import commit_outcome
 from lakelog.coordinator.commit_plan import (
     BATCH_ROW_COLUMNS,
     CommitPlan,
@@ -251,3 +252,15 @@ async def _write_producers(conn: Conn, plan: CommitPlan) -> None:
             )
         ],
     )
+
+
+_FILE = commit_outcome.file_query("%s")
+_OUTCOME = commit_outcome.batches_query("%s")
+
+
+async def committed_batches(conn: Conn, object_key: str) -> commit_outcome.CommitOutcome | None:
+    row = await (await conn.execute(_FILE, (object_key,))).fetchone()
+    if row is None:
+        return None
+    rows = await (await conn.execute(_OUTCOME, (row[0],))).fetchall()
+    return commit_outcome.outcome(rows)

@@ -248,6 +248,9 @@ class SqliteBatchCoordinator(SqliteMirrorMethods, BatchCoordinator):
             batches,
         )
 
+    async def commit_outcome(self, object_key: str) -> dict[int, CommitBatchResult] | None:
+        return await self._run("commit_outcome", False, produce.committed_batches, object_key)
+
     # -- fetch
 
     async def find_batches(self, requests: Sequence[FindBatchesRequest]) -> list[FindBatchesResult]:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any
 
+from lakelog.coordinator import commit_outcome
 from lakelog.coordinator.commit_plan import (
     BATCH_ROW_COLUMNS,
     CommitPlan,
@@ -171,3 +172,16 @@ def _write(conn: sqlite3.Connection, plan: CommitPlan) -> None:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [(*key, *e) for key in plan.changed_producers for e in plan.histories[key]],
         )
+
+
+_FILE = commit_outcome.file_query("?")
+_OUTCOME = commit_outcome.batches_query("?")
+
+
+def committed_batches(
+    conn: sqlite3.Connection, object_key: str
+) -> commit_outcome.CommitOutcome | None:
+    row = conn.execute(_FILE, (object_key,)).fetchone()
+    if row is None:
+        return None
+    return commit_outcome.outcome(conn.execute(_OUTCOME, (row[0],)).fetchall())
