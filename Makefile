@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test bench bench-cluster lint venv clean
+.PHONY: serve test bench bench-cluster faults lint venv clean
 
 venv: $(STAMP)
 
@@ -19,6 +19,10 @@ serve: venv
 
 test: venv
 	bash scripts/run-tests.sh
+
+# The long fault run (minutes per backend): kills, stops, PostgreSQL and S3 faults, a table.
+faults: venv
+	$(BIN)/python scripts/faults.py
 
 bench: venv
 	$(BIN)/python bench/produce_consume.py

@@ -1,0 +1,98 @@
+"""The long fault run (`make faults`): both backends under broker SIGKILLs and SIGSTOPs, a
+PostgreSQL stop and S3 faults, then a table of what the history checker found.
+
+    .venv/bin/python scripts/faults.py [--backend sqlite-files|postgres-s3] [--short]
+        [--duration S] [--kills N] [--stops N] [--seed N] [--keep DIR]
+
+Exits 1 if any invariant broke on any backend: lost, duplicated or reordered acknowledged
+records, offset gaps, fatal producer errors, client connections closed for a failed
+request, or orphan objects left behind that no SIGKILL between upload and commit explains.
+The harness itself lives in tests/faults/harness.py (the short form runs in `make test`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.faults.harness import (  # noqa: E402
+    BACKENDS,
+    LONG_PLAN,
+    SHORT_PLAN,
+    Result,
+    postgres_missing,
+    run_backend,
+    table,
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=BACKENDS, action="append")
+    parser.add_argument("--short", action="store_true", help="the plan of the short test")
+    parser.add_argument("--duration", type=float, help="seconds of load and faults")
+    parser.add_argument("--kills", type=int)
+    parser.add_argument("--stops", type=int)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--keep", type=Path, help="keep data dirs and broker logs here")
+    args = parser.parse_args()
+
+    plan = SHORT_PLAN if args.short else LONG_PLAN
+    changes = {
+        name: value
+        for name, value in (
+            ("duration_s", args.duration),
+            ("kills", args.kills),
+            ("stops", args.stops),
+            ("seed", args.seed),
+        )
+        if value is not None
+    }
+    plan = dataclasses.replace(plan, **changes)
+    backends = args.backend or list(BACKENDS)
+    if "postgres-s3" in backends and (missing := postgres_missing()):
+        print(f"cannot run postgres-s3: {missing}", file=sys.stderr)
+        return 2
+
+    root = args.keep or Path(tempfile.mkdtemp(prefix="lakelog-faults."))
+    results: list[Result] = []
+    try:
+        for backend in backends:
+            print(f"== {backend}: {plan}", flush=True)
+            started = time.monotonic()
+            result = run_backend(backend, plan, root / backend)
+            results.append(result)
+            print(result.report(), flush=True)
+            print("events:", *result.events[-400:], sep="\n  ", flush=True)
+            print(f"({time.monotonic() - started:.0f}s)\n", flush=True)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"data dirs and broker logs kept in {root}")
+
+    print(table(results))
+    failed = False
+    for result in results:
+        broken = result.broken()
+        if result.orphans_unexplained:
+            broken.append(f"orphans not explained by a SIGKILL: {result.orphans_unexplained}")
+        if broken:
+            failed = True
+            print(f"{result.backend}: BROKEN: {'; '.join(broken)}")
+        else:
+            print(f"{result.backend}: every invariant held")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1101 @@
+"""The fault harness: a cluster of broker processes under producers while faults hit it.
+
+Two backends: `sqlite-files` (brokers share one data dir's SQLite file and local objects,
+as several brokers on one host do) and `postgres-s3` (a PostgreSQL server this harness
+starts itself, so it can stop and start it, and moto's S3 server behind the S3 fault proxy
+of `tests/support/s3_fault_proxy.py`). Faults: brokers SIGKILLed and restarted, brokers
+SIGSTOPped and SIGCONTed (a zombie waking up), the PostgreSQL server stopped and started,
+S3 errors before and after forwarding, dropped responses and latency spikes.
+
+Clients are confluent-kafka producers in threads, idempotent and plain (retries 0), with 5
+requests in flight and records of 1 KiB and ~500 KB mixed; their delivery callbacks are
+the ground truth that `history.check` compares with the whole log read back afterwards.
+The broker logs give the connections closed for a failed request, and the coordinator's
+`files` table against a direct listing of the store gives the orphan objects.
+
+Used by the short test (`test_fault_harness.py`, in `make test`) and the long run
+(`scripts/faults.py`, `make faults`). Every loop is bounded in count and time and
+everything started here is stopped in `FaultRun.close()`, also after a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import heapq
+import json
+import logging
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+_E2E = str(REPO / "tests" / "e2e")
+if _E2E not in sys.path:
+    sys.path.insert(0, _E2E)
+
+from e2e_backends import Backend  # noqa: E402
+from e2e_harness import BrokerError, BrokerProcess, create_topic, free_port  # noqa: E402
+
+from tests.faults.history import (  # noqa: E402
+    Ack,
+    ProducerHistory,
+    Stored,
+    Verdict,
+    check,
+    encode_value,
+)
+
+HOST = "127.0.0.1"
+BACKENDS = ("sqlite-files", "postgres-s3")
+ACCESS_KEY = "testing"
+SECRET_KEY = "testing"
+BUCKET_PREFIX = "lakelog"
+DROPPED_RE = re.compile(r"closing (\S+): (?:SASL )?request failed")
+PROXY_SCRIPT = REPO / "tests" / "support" / "s3_fault_proxy.py"
+PG_SCRIPT = REPO / "scripts" / "postgres.sh"
+
+BROKER_ENV: dict[str, object] = {
+    "BROKER_SESSION_TIMEOUT_MS": 3000,
+    "BROKER_HEARTBEAT_INTERVAL_MS": 500,
+    "PRODUCE_COMMIT_INTERVAL_MS": 100,
+}
+"""A low session timeout, so a killed or paused broker is declared dead (and fenced)
+within seconds and clients move to the others."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run does. Counts are targets spread evenly (with jitter) over the load
+    phase; a kill is skipped while PostgreSQL is down (a restart cannot register then)."""
+
+    duration_s: float
+    kills: int
+    stops: int
+    pg_stops: int = 1
+    pg_stop_s: float = 10.0
+    s3_fault_s: float = 60.0
+    s3_fault_probability: float = 0.10
+    latency_spikes: int = 2
+    brokers: int = 3
+    partitions: int = 4
+    idempotent_producers: int = 2
+    plain_producers: int = 2
+    rate_per_producer: float = 40.0
+    big_every: int = 25
+    """Every n-th record of a producer is big (~500 KB); the others are 1 KiB."""
+    big_size: int = 500_000
+    small_size: int = 1024
+    stop_s: tuple[float, float] = (2.0, 8.0)
+    """How long a SIGSTOPped broker sleeps: below and above the 3 s session timeout."""
+    message_timeout_ms: int = 180_000
+    flush_timeout_s: float = 200.0
+    seed: int = 0
+
+
+SHORT_PLAN = Plan(
+    duration_s=40, kills=3, stops=2, pg_stop_s=5, s3_fault_s=15, latency_spikes=1, seed=11
+)
+LONG_PLAN = Plan(
+    duration_s=600,
+    kills=60,
+    stops=12,
+    pg_stops=1,
+    pg_stop_s=10,
+    s3_fault_s=60,
+    latency_spikes=4,
+    rate_per_producer=30,
+    big_every=40,
+    seed=1150,
+)
+
+
+# ------------------------------------------------------------------- servers
+
+
+def _wait_port(port: int, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), 0.3):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} did not listen on {port} within {timeout:.0f}s")
+
+
+def postgres_missing() -> str | None:
+    """Why this machine cannot run the postgres-s3 backend, or None."""
+    import glob
+    import pwd
+
+    if not glob.glob("/usr/lib/postgresql/*/bin/initdb") and not shutil.which("initdb"):
+        return "no PostgreSQL server binaries (apt-get install postgresql)"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root needs the postgres user"
+    return None
+
+
+class Postgres:
+    """A PostgreSQL server of our own (scripts/postgres.sh), stoppable and restartable on
+    the same data directory and port, so brokers see an outage and a recovery."""
+
+    def __init__(self) -> None:
+        # Not under pytest's tmp dirs: their 0700 parents keep the server user out.
+        self.dir = Path(tempfile.mkdtemp(prefix="lakelog-faults-pg."))
+        self.port = free_port()
+        self.url = ""
+        self.running = False
+
+    def start(self) -> str:
+        out = subprocess.run(
+            ["bash", str(PG_SCRIPT), "start", str(self.dir), str(self.port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"postgres.sh start failed: {out.stderr}")
+        self.url = out.stdout.strip().splitlines()[-1]
+        self.running = True
+        return self.url
+
+    def _pg_ctl(self, *args: str) -> None:
+        bindir = max(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), default=None)
+        pg_ctl = str(bindir) if bindir else (shutil.which("pg_ctl") or "pg_ctl")
+        cmd = [pg_ctl, "-D", str(self.dir / "data"), *args]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        subprocess.run(cmd, capture_output=True, timeout=60, check=True)
+
+    def stop_server(self) -> None:
+        """A fast shutdown: open connections are terminated, new ones refused."""
+        self._pg_ctl("-m", "fast", "-w", "-t", "30", "stop")
+        self.running = False
+
+    def start_server(self) -> None:
+        # The options of scripts/postgres.sh: same port and socket dir.
+        opts = (
+            f"-c listen_addresses={HOST} -p {self.port} -k {self.dir}/sock -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300 "
+            "-c shared_buffers=64MB"
+        )
+        self._pg_ctl("-l", str(self.dir / "server.log"), "-w", "-t", "30", "start", "-o", opts)
+        self.running = True
+
+    def new_database(self) -> str:
+        import psycopg
+
+        name = f"faults_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url.rpartition("/")[0] + "/" + name
+
+    def close(self) -> None:
+        subprocess.run(
+            ["bash", str(PG_SCRIPT), "stop", str(self.dir)],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        self.running = False
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class S3WithFaults:
+    """moto's S3 server and the fault proxy in front of it; brokers talk to the proxy, the
+    harness lists the bucket straight from moto."""
+
+    def __init__(self, workdir: Path, seed: int) -> None:
+        self.workdir = workdir
+        self.seed = seed
+        self.moto: subprocess.Popen[bytes] | None = None
+        self.proxy: subprocess.Popen[bytes] | None = None
+        self.moto_port = 0
+        self.proxy_port = 0
+        self.bucket = f"faults-{uuid.uuid4().hex[:12]}"
+
+    def start(self) -> None:
+        self.moto_port = port = free_port()
+        with (self.workdir / "moto.log").open("ab") as log:
+            self.moto = subprocess.Popen(
+                [sys.executable, str(REPO / "scripts" / "moto_server.py"), HOST, str(port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        _wait_port(self.moto_port, 30, "moto")
+        self._client(self.upstream).create_bucket(Bucket=self.bucket)
+        wait_for_proxy_script(120)
+        proxy_log = (self.workdir / "s3-proxy.log").open("ab")
+        self.proxy = subprocess.Popen(
+            [
+                sys.executable,
+                str(PROXY_SCRIPT),
+                "--upstream",
+                self.upstream,
+                "--listen",
+                f"{HOST}:0",
+                "--seed",
+                str(self.seed),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=proxy_log,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        proxy_log.close()
+        assert self.proxy.stdout is not None
+        line = _readline_with_timeout(self.proxy.stdout, 30)
+        self.proxy_port = int(line.strip().rsplit(b":", 1)[-1])
+        _wait_port(self.proxy_port, 10, "the S3 fault proxy")
+        # Keep draining the proxy's stdout so it never blocks on a full pipe.
+        threading.Thread(
+            target=lambda: [None for _ in self.proxy.stdout],  # type: ignore[union-attr]
+            daemon=True,
+        ).start()
+
+    @property
+    def upstream(self) -> str:
+        return f"http://{HOST}:{self.moto_port}"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{HOST}:{self.proxy_port}"
+
+    @property
+    def storage_url(self) -> str:
+        return (
+            f"s3://{self.bucket}/{BUCKET_PREFIX}?endpoint={self.endpoint}&region=us-east-1"
+            f"&access_key_id={ACCESS_KEY}&secret_access_key={SECRET_KEY}"
+        )
+
+    @staticmethod
+    def _client(endpoint: str) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+        )
+
+    def list_keys(self) -> set[str]:
+        """Every object under the prefix, straight from moto (no faults on this path)."""
+        client = self._client(self.upstream)
+        keys: set[str] = set()
+        token: dict[str, str] = {}
+        for _ in range(100_000):
+            page = client.list_objects_v2(
+                Bucket=self.bucket, Prefix=BUCKET_PREFIX + "/", MaxKeys=1000, **token
+            )
+            keys.update(o["Key"][len(BUCKET_PREFIX) + 1 :] for o in page.get("Contents", []))
+            if not page.get("IsTruncated"):
+                break
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+        return keys
+
+    # -- the proxy's control API (tests/support/s3_fault_proxy.py)
+    def _control(self, method: str, body: object | None = None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            f"{self.endpoint}/__faults__",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return dict(json.loads(resp.read().decode() or "{}"))
+
+    def set_rules(self, rules: list[dict[str, Any]]) -> None:
+        self._control("POST", {"rules": rules})
+
+    def counters(self) -> dict[str, Any]:
+        """`{"requests", "forwarded", "faults": {kind: n}, "faults_total", ...}`."""
+        return dict(self._control("GET").get("counters", {}))
+
+    def close(self) -> None:
+        for proc in (self.proxy, self.moto):
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+
+
+def wait_for_proxy_script(timeout: float) -> None:
+    """The proxy is written alongside this harness; wait (bounded) until it exists."""
+    deadline = time.monotonic() + timeout
+    while not PROXY_SCRIPT.exists():
+        if time.monotonic() >= deadline:
+            raise FileNotFoundError(f"{PROXY_SCRIPT} does not exist")
+        time.sleep(1)
+
+
+def _readline_with_timeout(stream: Any, timeout: float) -> bytes:
+    box: list[bytes] = []
+    reader = threading.Thread(target=lambda: box.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not box or not box[0]:
+        raise TimeoutError("the S3 fault proxy printed no port")
+    return box[0]
+
+
+def s3_fault_rules(probability: float) -> list[dict[str, Any]]:
+    """`probability` of all requests faulted, split over the four kinds."""
+    share = probability / 4
+    return [
+        {"kind": "error_before", "probability": share, "status": 503},
+        {"kind": "error_after", "probability": share, "status": 500},
+        {"kind": "drop_after", "probability": share},
+        {"kind": "delay", "probability": share, "seconds": 1.0},
+    ]
+
+
+def latency_spike_rules() -> list[dict[str, Any]]:
+    return [{"kind": "delay", "probability": 1.0, "seconds": 2.0}]
+
+
+# ------------------------------------------------------------------- brokers
+
+
+class FaultBroker(BrokerProcess):
+    """A broker whose storage and coordinator are the harness's, whatever
+    LAKELOG_TEST_BACKEND says (the harness picks both backends itself)."""
+
+    def __init__(self, data_dir: Path, backend: Backend, **kwargs: Any) -> None:
+        self._fault_backend = backend
+        super().__init__(data_dir, **kwargs)
+        self.stopped = False
+
+    @property
+    def backend(self) -> Backend:
+        return self._fault_backend
+
+    def sigstop(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        self.stopped = True
+
+    def sigcont(self) -> None:
+        if self.proc is not None and self.stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGCONT)
+        self.stopped = False
+
+
+# ------------------------------------------------------------------- clients
+
+
+def client_logger() -> logging.Logger:
+    """Where librdkafka's own log lines go: a quiet logger (they are connection noise
+    here; the delivery and error callbacks carry what the checker needs)."""
+    logger = logging.getLogger("faults.librdkafka")
+    logger.setLevel(logging.CRITICAL)
+    logger.propagate = False
+    return logger
+
+
+class FaultProducer:
+    """A confluent-kafka producer thread at a steady rate; callbacks fill its history."""
+
+    def __init__(self, name: str, idempotent: bool, bootstrap: str, topic: str, plan: Plan) -> None:
+        self.history = ProducerHistory(name, idempotent)
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.plan = plan
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name=f"producer-{name}", daemon=True)
+
+    def config(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "client.id": f"faults-{self.history.name}",
+            "acks": "all",
+            "linger.ms": 5,
+            "max.in.flight.requests.per.connection": 5,
+            "message.timeout.ms": self.plan.message_timeout_ms,
+            "request.timeout.ms": 10_000,
+            "queue.buffering.max.kbytes": 32 * 1024,
+            "reconnect.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 1000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "error_cb": self._on_error,
+            "logger": client_logger(),
+        }
+        if self.history.idempotent:
+            conf["enable.idempotence"] = True
+        else:
+            conf["enable.idempotence"] = False
+            conf["retries"] = 0
+        return conf
+
+    def _on_error(self, err: Any) -> None:
+        if err.fatal():
+            with self.lock:
+                self.history.fatal.append(str(err))
+
+    def _delivered(self, seq: int, err: Any, msg: Any) -> None:
+        with self.lock:
+            if err is not None:
+                self.history.failed[seq] = str(err)
+            else:
+                self.history.acks.append(Ack(seq, msg.partition(), msg.offset()))
+
+    def _run(self) -> None:
+        from confluent_kafka import Producer
+
+        h, plan = self.history, self.plan
+        try:
+            producer = Producer(self.config())
+            interval = 1.0 / plan.rate_per_producer
+            next_at = time.monotonic()
+            seq = 0
+            while not self.stop.is_set():
+                big = seq % plan.big_every == plan.big_every - 1
+                size = plan.big_size if big else plan.small_size
+                partition = seq % plan.partitions
+                try:
+                    producer.produce(
+                        self.topic,
+                        value=encode_value(h.name, seq, size),
+                        partition=partition,
+                        on_delivery=functools.partial(self._delivered, seq),
+                    )
+                except BufferError:
+                    producer.poll(0.1)  # the queue is full: the broker is behind
+                    continue
+                with self.lock:
+                    h.sent[seq] = partition
+                seq += 1
+                next_at += interval
+                producer.poll(max(0.0, next_at - time.monotonic()))
+                if h.fatal:
+                    break  # the client is dead: nothing more will be delivered
+            h.unflushed = producer.flush(plan.flush_timeout_s)
+        except BaseException as exc:
+            with self.lock:
+                h.fatal.append(f"producer thread crashed: {exc!r}")
+
+
+class TailingConsumer:
+    """Reads the topic while the faults happen, as a real consumer would: its Fetch and
+    Metadata requests meet the outages too (dropped connections show in broker logs)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.records = 0
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="tail", daemon=True)
+
+    def _run(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        try:
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "client.id": "faults-tail",
+                    "group.id": f"tail-{uuid.uuid4().hex}",
+                    "enable.auto.commit": False,
+                    "fetch.wait.max.ms": 200,
+                    "topic.metadata.refresh.interval.ms": 1000,
+                    "reconnect.backoff.max.ms": 1000,
+                    "logger": client_logger(),
+                }
+            )
+            consumer.assign(
+                [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)]
+            )
+            while not self.stop.is_set():
+                for m in consumer.consume(num_messages=500, timeout=0.2):
+                    if m.error() is not None:
+                        self.errors.append(str(m.error()))
+                    else:
+                        self.records += 1
+            consumer.close()
+        except BaseException as exc:
+            self.errors.append(f"consumer crashed: {exc!r}")
+
+
+def read_back(
+    bootstrap: str, topic: str, partitions: int, timeout: float
+) -> tuple[dict[int, list[Stored]], dict[int, int], dict[int, int]]:
+    """The whole log (values cut to their identifying head), high watermarks, log starts."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "faults-reader",
+            "group.id": f"read-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    log: dict[int, list[Stored]] = {p: [] for p in range(partitions)}
+    try:
+        low: dict[int, int] = {}
+        high: dict[int, int] = {}
+        for p in range(partitions):
+            lo, hi = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=30, cached=False
+            )
+            low[p], high[p] = lo, hi
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        last: dict[int, int] = {p: -1 for p in range(partitions)}
+        while time.monotonic() < deadline and any(last[p] + 1 < high[p] for p in last):
+            for m in consumer.consume(num_messages=1000, timeout=0.5):
+                if m.error() is not None:
+                    continue  # e.g. partition EOF; the offsets tell whether all arrived
+                value = m.value()
+                log[m.partition()].append(Stored(m.offset(), value[:64] if value else value))
+                last[m.partition()] = max(last[m.partition()], m.offset())
+    finally:
+        consumer.close()
+    return log, high, low
+
+
+# ------------------------------------------------------------------- the run
+
+
+@dataclass
+class Result:
+    backend: str
+    plan: Plan
+    kills: int = 0
+    stops: int = 0
+    pg_stops: int = 0
+    s3_faults: int = 0
+    """S3 requests answered with a 5xx or a dropped connection by the proxy."""
+    s3_delays: int = 0
+    s3_counters: dict[str, Any] = field(default_factory=dict)
+    verdict: Verdict = field(default_factory=Verdict)
+    dropped: int = 0
+    dropped_examples: list[str] = field(default_factory=list)
+    orphans_after_run: int = 0
+    orphans_after_cleanup: int = 0
+    orphan_causes: dict[str, int] = field(default_factory=dict)
+    orphan_examples: list[str] = field(default_factory=list)
+    tracebacks: int = 0
+    restart_failures: list[str] = field(default_factory=list)
+    harness_errors: list[str] = field(default_factory=list)
+    consumer_records: int = 0
+    consumer_errors: int = 0
+    seconds: float = 0.0
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def orphans_unexplained(self) -> int:
+        """Orphans left after the cleanup that no SIGKILL between upload and commit
+        explains: the ones the broker should never leave behind."""
+        return self.orphans_after_cleanup - self.orphan_causes.get("sigkill", 0)
+
+    def broken(self) -> list[str]:
+        """The invariants this run broke (empty: all held)."""
+        v = self.verdict
+        out = [
+            f"{name}: {n}"
+            for name, n in (
+                ("lost", v.lost),
+                ("duplicated", v.duplicated),
+                ("out of order", v.out_of_order),
+                ("gaps", v.gaps),
+                ("fatal", v.fatal),
+                ("dropped connections", self.dropped),
+            )
+            if n
+        ]
+        if v.acked == 0:
+            out.append("nothing was acknowledged")
+        out += [f"harness: {e}" for e in self.harness_errors]
+        return out
+
+    def report(self) -> str:
+        v = self.verdict
+        lines = [
+            f"== {self.backend}: {self.seconds:.0f}s, seed {self.plan.seed}",
+            f"faults: {self.kills} kills, {self.stops} stops, {self.pg_stops} pg stops, "
+            f"{self.s3_faults} S3 errors/drops and {self.s3_delays} delays injected "
+            f"(proxy counters {self.s3_counters})",
+            f"history: {v.summary()}",
+            f"tailing consumer: {self.consumer_records} records, {self.consumer_errors} errors",
+            f"dropped connections: {self.dropped}",
+            *(f"  {e}" for e in self.dropped_examples),
+            f"orphans: {self.orphans_after_run} right after the run, "
+            f"{self.orphans_after_cleanup} after the brokers' own cleanup; causes "
+            f"{self.orphan_causes}",
+            *(f"  {e}" for e in self.orphan_examples),
+            f"broker tracebacks: {self.tracebacks}",
+        ]
+        if self.restart_failures:
+            lines.append(f"restart failures: {self.restart_failures[:5]}")
+        if self.harness_errors:
+            lines.append(f"harness errors: {self.harness_errors}")
+        return "\n".join(lines)
+
+
+class FaultRun:
+    """One run on one backend: start, load + faults, stop load, check, clean up."""
+
+    def __init__(self, backend: str, plan: Plan, workdir: Path) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}")
+        self.backend_name = backend
+        self.plan = plan
+        self.workdir = workdir
+        self.rng = random.Random(plan.seed)
+        self.data_dir = workdir / "data"
+        self.pg: Postgres | None = None
+        self.s3: S3WithFaults | None = None
+        self.backend: Backend | None = None
+        self.brokers: list[FaultBroker] = []
+        self.producers: list[FaultProducer] = []
+        self.tail: TailingConsumer | None = None
+        self.topic = f"faults-{uuid.uuid4().hex[:8]}"
+        self.result = Result(backend, plan)
+        self.kill_times_ms: list[int] = []
+        self.abort = threading.Event()
+        self.pg_down = False
+        self._s3_window = False
+        self._spike = False
+
+    # -- setup
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.backend_name == "sqlite-files":
+            objects = (self.data_dir / "objects").resolve()
+            objects.mkdir(parents=True, exist_ok=True)
+            sqlite = (self.data_dir / "coordinator.sqlite3").resolve()
+            self.backend = Backend(objects.as_uri(), f"sqlite:///{sqlite}")
+        else:
+            self.pg = Postgres()
+            self.pg.start()
+            self.s3 = S3WithFaults(self.workdir, self.plan.seed)
+            self.s3.start()
+            self.backend = Backend(self.s3.storage_url, self.pg.new_database())
+        for i in range(self.plan.brokers):
+            broker = FaultBroker(
+                self.data_dir,
+                self.backend,
+                env={**BROKER_ENV, "BROKER_ID": i + 1},
+                name=f"broker{i + 1}",
+            )
+            self.brokers.append(broker)
+            broker.start()  # one by one: the first one migrates the schema
+        create_topic(self.bootstrap, self.topic, self.plan.partitions)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    # -- faults
+    def _schedule(self) -> list[tuple[float, int, str, Callable[[], None]]]:
+        """(time from start, tie-break, label, action) for every planned fault."""
+        plan, rng = self.plan, self.rng
+        events: list[tuple[float, int, str, Callable[[], None]]] = []
+        span = max(1.0, plan.duration_s - 8.0)
+
+        def spread(n: int, start: float, end: float) -> list[float]:
+            step = (end - start) / max(n, 1)
+            return [start + step * (i + rng.uniform(0.2, 0.8)) for i in range(n)]
+
+        for t in spread(plan.kills, 3.0, span):
+            events.append((t, len(events), "kill", self._kill_one))
+        for t in spread(plan.stops, 4.0, span):
+            seconds = rng.uniform(*plan.stop_s)
+            events.append((t, len(events), "stop", functools.partial(self._stop_one, seconds)))
+        if self.backend_name == "postgres-s3":
+            for t in spread(plan.pg_stops, span * 0.3, span * 0.6):
+                events.append((t, len(events), "pg stop", self._pg_stop))
+            s3_start = min(span * 0.15, max(1.0, span - plan.s3_fault_s))
+            events.append((s3_start, len(events), "s3 faults on", self._s3_on))
+            events.append((s3_start + plan.s3_fault_s, len(events), "s3 faults off", self._s3_off))
+            for t in spread(plan.latency_spikes, span * 0.6, span):
+                events.append((t, len(events), "latency spike", self._spike_on))
+        return events
+
+    def _log(self, text: str) -> None:
+        self.result.events.append(f"{time.strftime('%H:%M:%S')} {text}")
+
+    def _later(self, seconds: float, label: str, action: Callable[[], None]) -> None:
+        heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._tie), label, action))
+
+    def _kill_one(self) -> None:
+        if self.pg_down:
+            self._log("kill skipped: PostgreSQL is down")
+            return
+        candidates = [b for b in self.brokers if b.alive() and not b.stopped]
+        if len(candidates) < 2:
+            self._log("kill skipped: keep one broker up")
+            return
+        broker = self.rng.choice(candidates)
+        self.kill_times_ms.append(int(time.time() * 1000))
+        broker.kill()
+        self.result.kills += 1
+        self._log(f"SIGKILL {broker.name}")
+        time.sleep(self.rng.uniform(0.2, 1.5))
+        self._restart(broker, attempts=5)
+
+    def _restart(self, broker: FaultBroker, attempts: int) -> None:
+        for attempt in range(attempts):
+            if self.abort.is_set():
+                return
+            try:
+                broker.start(ready_timeout=30)
+                return
+            except BrokerError as exc:
+                self.result.restart_failures.append(f"{broker.name} #{attempt}: {exc!s:.300}")
+                broker.kill()
+                time.sleep(2)
+
+    def _stop_one(self, seconds: float) -> None:
+        candidates = [b for b in self.brokers if b.alive() and not b.stopped]
+        if len(candidates) < 2:
+            self._log("stop skipped: keep one broker up")
+            return
+        broker = self.rng.choice(candidates)
+        broker.sigstop()
+        self.result.stops += 1
+        self._log(f"SIGSTOP {broker.name} for {seconds:.1f}s")
+        self._later(seconds, "cont", functools.partial(self._cont, broker))
+
+    def _cont(self, broker: FaultBroker) -> None:
+        broker.sigcont()
+        self._log(f"SIGCONT {broker.name}")
+
+    def _pg_stop(self) -> None:
+        assert self.pg is not None
+        self.pg_down = True
+        self.pg.stop_server()
+        self.result.pg_stops += 1
+        self._log("PostgreSQL stopped")
+        self._later(self.plan.pg_stop_s, "pg start", self._pg_start)
+
+    def _pg_start(self) -> None:
+        assert self.pg is not None
+        self.pg.start_server()
+        self.pg_down = False
+        self._log("PostgreSQL started")
+
+    def _push_s3_rules(self) -> None:
+        assert self.s3 is not None
+        rules: list[dict[str, Any]] = []
+        if self._s3_window:
+            rules += s3_fault_rules(self.plan.s3_fault_probability)
+        if self._spike:
+            rules += latency_spike_rules()
+        self.s3.set_rules(rules)
+
+    def _s3_on(self) -> None:
+        self._s3_window = True
+        self._push_s3_rules()
+        self._log("S3 faults on")
+
+    def _s3_off(self) -> None:
+        self._s3_window = False
+        self._push_s3_rules()
+        self._log("S3 faults off")
+
+    def _spike_on(self) -> None:
+        self._spike = True
+        self._push_s3_rules()
+        self._log("S3 latency spike on")
+        self._later(5.0, "spike off", self._spike_off)
+
+    def _spike_off(self) -> None:
+        self._spike = False
+        self._push_s3_rules()
+        self._log("S3 latency spike off")
+
+    def _run_faults(self) -> None:
+        """The fault thread: a finite heap of timed actions (each adds at most one
+        follow-up), run in time order until it is empty or the run is aborted."""
+        start = time.monotonic()
+        self._tie = iter(range(10**9))
+        self._heap: list[tuple[float, int, str, Callable[[], None]]] = []
+        for t, _, label, action in self._schedule():
+            heapq.heappush(self._heap, (start + t, next(self._tie), label, action))
+        while self._heap and not self.abort.is_set():
+            at, _, label, action = self._heap[0]
+            if time.monotonic() < at:
+                self.abort.wait(min(0.2, at - time.monotonic()))
+                continue
+            heapq.heappop(self._heap)
+            try:
+                action()
+            except Exception as exc:
+                self.result.harness_errors.append(f"{label}: {exc!r}")
+                self._log(f"{label} failed: {traceback.format_exc(limit=3)}")
+
+    def _heal(self) -> None:
+        """Undo every fault still in force: wake, restart, start PostgreSQL, clear S3."""
+        for broker in self.brokers:
+            broker.sigcont()
+        if self.pg is not None and not self.pg.running:
+            with contextlib.suppress(Exception):
+                self.pg.start_server()
+            self.pg_down = False
+        if self.s3 is not None:
+            self._s3_window = self._spike = False
+            with contextlib.suppress(Exception):
+                self._push_s3_rules()
+        for broker in self.brokers:
+            if not broker.alive():
+                self._restart(broker, attempts=3)
+
+    # -- the whole run
+    def run(self) -> Result:
+        started = time.monotonic()
+        self.start()
+        plan = self.plan
+        for i in range(plan.idempotent_producers):
+            self.producers.append(FaultProducer(f"i{i}", True, self.bootstrap, self.topic, plan))
+        for i in range(plan.plain_producers):
+            self.producers.append(FaultProducer(f"p{i}", False, self.bootstrap, self.topic, plan))
+        self.tail = TailingConsumer(self.bootstrap, self.topic, plan.partitions)
+        for p in self.producers:
+            p.thread.start()
+        self.tail.thread.start()
+        faults = threading.Thread(target=self._run_faults, name="faults", daemon=True)
+        faults.start()
+        try:
+            faults.join(plan.duration_s + 600)
+            if faults.is_alive():
+                self.result.harness_errors.append("the fault thread did not finish")
+        finally:
+            self.abort.set()
+            faults.join(60)
+            self._heal()
+        time.sleep(2)  # a few seconds of calm before the load stops
+        for p in self.producers:
+            p.stop.set()
+        for p in self.producers:
+            p.thread.join(plan.flush_timeout_s + 60)
+            if p.thread.is_alive():
+                self.result.harness_errors.append(f"{p.history.name} did not finish")
+        self.tail.stop.set()
+        self.tail.thread.join(30)
+        self.result.consumer_records = self.tail.records
+        self.result.consumer_errors = len(self.tail.errors)
+        time.sleep(2)  # failed uploads the brokers clean up themselves
+        self.result.orphans_after_run = len(self.unknown_objects())
+        log, high, low = read_back(self.bootstrap, self.topic, plan.partitions, timeout=600)
+        histories = []
+        for p in self.producers:
+            with p.lock:
+                histories.append(p.history)
+        self.result.verdict = check(histories, log, high, low)
+        if self.s3 is not None:
+            with contextlib.suppress(Exception):
+                self.result.s3_counters = self.s3.counters()
+                failures, delays = count_injected(self.result.s3_counters)
+                self.result.s3_faults, self.result.s3_delays = failures, delays
+        # The brokers' own cleanup: a graceful stop drains and deletes what they can.
+        for broker in self.brokers:
+            broker.terminate()
+        orphans = self.unknown_objects()
+        self.result.orphans_after_cleanup = len(orphans)
+        self._classify_orphans(orphans)
+        self._scan_logs()
+        self.result.seconds = time.monotonic() - started
+        return self.result
+
+    # -- what is left behind
+    def known_objects(self) -> set[str]:
+        assert self.backend is not None
+        url = self.backend.coordinator_url
+        if url.startswith("sqlite:///"):
+            path = url[len("sqlite:///") :]
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            try:
+                return {row[0] for row in conn.execute("SELECT object_key FROM files")}
+            finally:
+                conn.close()
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            return {row[0] for row in conn.execute("SELECT object_key FROM files")}
+
+    def stored_objects(self) -> set[str]:
+        if self.s3 is not None:
+            return self.s3.list_keys()
+        root = self.data_dir / "objects"
+        return {
+            path.relative_to(root).as_posix()
+            for path in root.rglob("*")
+            if path.is_file() and "#" not in path.name and not path.name.startswith(".")
+        }
+
+    def unknown_objects(self) -> set[str]:
+        # Listing first: an object committed between the two looks known, never orphaned.
+        stored = self.stored_objects()
+        return stored - self.known_objects()
+
+    def _classify_orphans(self, orphans: set[str]) -> None:
+        """Why each orphan exists, from the broker logs and the SIGKILL times: an upload or
+        commit failure the broker logged, or a SIGKILL within 30 s after the object's
+        uuid7 time (a crash between upload and commit), else unexplained."""
+        from lakelog.storage.uuid7 import uuid7_time_ms
+
+        logs = "\n".join(b.log_text() for b in self.brokers)
+        causes: dict[str, int] = {}
+        for key in sorted(orphans):
+            lines = [line for line in logs.splitlines() if key in line]
+            cause = "unexplained"
+            if any("upload" in line for line in lines):
+                cause = "upload failed"
+            elif any("commit" in line for line in lines):
+                cause = "commit failed"
+            elif lines:
+                cause = "logged"
+            else:
+                with contextlib.suppress(ValueError):
+                    made = uuid7_time_ms(uuid.UUID(key.rsplit("/", 1)[-1]))
+                    if any(0 <= k - made <= 30_000 for k in self.kill_times_ms):
+                        cause = "sigkill"
+            causes[cause] = causes.get(cause, 0) + 1
+            if cause != "sigkill" and len(self.result.orphan_examples) < 10:
+                first = lines[0][:300] if lines else "(not in any broker log)"
+                self.result.orphan_examples.append(f"{key} [{cause}]: {first}")
+        self.result.orphan_causes = causes
+
+    def _scan_logs(self) -> None:
+        for broker in self.brokers:
+            lines = broker.log_text().splitlines()
+            for i, line in enumerate(lines):
+                if DROPPED_RE.search(line):
+                    self.result.dropped += 1
+                    if len(self.result.dropped_examples) < 10:
+                        why = _exception_line(lines, i)
+                        self.result.dropped_examples.append(
+                            f"{broker.name}: {line[:200]} -> {why[:300]}"
+                        )
+            self.result.tracebacks += len(broker.tracebacks())
+
+    def close(self) -> None:
+        """Stop everything this run started, whatever state it is in."""
+        self.abort.set()
+        for p in self.producers:
+            p.stop.set()
+        if self.tail is not None:
+            self.tail.stop.set()
+        for broker in self.brokers:
+            with contextlib.suppress(Exception):
+                broker.sigcont()
+                broker.kill()
+            with contextlib.suppress(Exception):
+                broker.close()
+        if self.s3 is not None:
+            self.s3.close()
+        if self.pg is not None:
+            self.pg.close()
+
+
+def _exception_line(lines: list[str], at: int) -> str:
+    """The last line of the traceback that follows a log line: the exception itself."""
+    end = at + 1
+    while end < len(lines) and (
+        lines[end].startswith((" ", "Traceback")) or lines[end].startswith("During")
+    ):
+        end += 1
+    if end < len(lines) and end > at + 1:
+        return lines[end]
+    return lines[end - 1] if end - 1 > at else "(no traceback)"
+
+
+def count_injected(counters: dict[str, Any]) -> tuple[int, int]:
+    """(errors and dropped responses, delays) the proxy injected, from its counters."""
+    faults = counters.get("faults", {})
+    failures = sum(int(faults.get(k, 0)) for k in ("error_before", "error_after", "drop_after"))
+    return failures, int(faults.get("delay", 0))
+
+
+def run_backend(backend: str, plan: Plan, workdir: Path) -> Result:
+    """One run with cleanup guaranteed; a harness crash is reported in the result."""
+    run = FaultRun(backend, plan, workdir)
+    try:
+        return run.run()
+    except Exception:
+        run.result.harness_errors.append(traceback.format_exc(limit=8))
+        return run.result
+    finally:
+        run.close()
+
+
+TABLE_COLUMNS = (
+    "backend",
+    "kills",
+    "stops",
+    "pg stops",
+    "s3 faults",
+    "s3 delays",
+    "sent",
+    "acked",
+    "lost",
+    "dup",
+    "out of order",
+    "gaps",
+    "fatal",
+    "dropped conns",
+    "orphans run/cleanup (unexplained)",
+)
+
+
+def table(results: list[Result]) -> str:
+    """The long form's summary, one row per backend."""
+    rows = [list(TABLE_COLUMNS)]
+    for r in results:
+        v = r.verdict
+        rows.append(
+            [
+                r.backend,
+                str(r.kills),
+                str(r.stops),
+                str(r.pg_stops) if r.backend == "postgres-s3" else "-",
+                str(r.s3_faults) if r.backend == "postgres-s3" else "-",
+                str(r.s3_delays) if r.backend == "postgres-s3" else "-",
+                str(v.sent),
+                str(v.acked),
+                str(v.lost),
+                str(v.duplicated),
+                str(v.out_of_order),
+                str(v.gaps),
+                str(v.fatal),
+                str(r.dropped),
+                f"{r.orphans_after_run}/{r.orphans_after_cleanup} ({r.orphans_unexplained})",
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
+    out = []
+    for n, row in enumerate(rows):
+        out.append(" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+        if n == 0:
+            out.append("-+-".join("-" * w for w in widths))
+    return "\n".join(out)
