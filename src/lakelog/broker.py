@@ -20,7 +20,7 @@ from lakelog.fetch.waiter import CommitWaiter
 from lakelog.groups.coordinator import GroupCoordinator
 from lakelog.mirror.manager import MirrorManager
 from lakelog.net.server import Server
-from lakelog.outage import is_outage
+from lakelog.outage import is_outage, log_failure
 from lakelog.produce.wal_writer import CommittedObject, WalWriter
 from lakelog.security.listener import ListenerSecurity
 from lakelog.storage.store import ObjectStorage
@@ -80,7 +80,7 @@ class Broker:
             if await self.coordinator.fence_broker(self.broker_id, self.broker_epoch, far_future):
                 log.info("left the cluster (epoch %d retired)", self.broker_epoch)
         except Exception:
-            log.exception("could not leave the cluster; the others will fence us")
+            log_failure(log, "could not leave the cluster; the others will fence us")
 
     # ---------------------------------------------------------------- commit listener
     def _on_commit(self, committed: CommittedObject) -> None:
@@ -159,7 +159,7 @@ class Broker:
                     await self.reregister(f"heartbeat answered {error.name}")
                 await self._fence_silent_brokers()
             except Exception:
-                log.exception("broker heartbeat failed")
+                log_failure(log, "broker heartbeat failed")
 
     async def _fence_silent_brokers(self) -> None:
         """Declare brokers that missed their session dead, so a paused zombie can never

@@ -35,6 +35,12 @@ request_errors_total = Counter(
     ["api"],
     registry=REGISTRY,
 )
+request_outage_total = Counter(
+    "lakelog_request_outage",
+    "Requests answered with a retriable error because a backend (database, store) was down",
+    ["api"],
+    registry=REGISTRY,
+)
 request_latency_seconds = Histogram(
     "lakelog_request_latency_seconds",
     "Time from request read to response queued",

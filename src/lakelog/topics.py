@@ -4,10 +4,14 @@ by other brokers show up within `ttl_s`."""
 
 from __future__ import annotations
 
+import logging
 import time
 from uuid import UUID
 
 from lakelog.coordinator.interface import BatchCoordinator, TopicInfo
+from lakelog.outage import RateLimitedLog, is_outage
+
+_stale = RateLimitedLog(logging.getLogger(__name__))
 
 MISS_RELOAD_S = 0.2
 
@@ -19,6 +23,7 @@ class TopicCache:
         self._by_name: dict[str, TopicInfo] = {}
         self._by_id: dict[UUID, TopicInfo] = {}
         self._loaded_at = 0.0
+        self._ever_loaded = False
 
     def invalidate(self) -> None:
         self._loaded_at = 0.0
@@ -26,10 +31,21 @@ class TopicCache:
     async def _refresh(self) -> None:
         if time.monotonic() - self._loaded_at < self._ttl_s:
             return
-        topics = await self._coordinator.get_topics(None)
+        try:
+            topics = await self._coordinator.get_topics(None)
+        except Exception as exc:
+            if not self._ever_loaded or not is_outage(exc):
+                raise
+            # The database is down: keep serving what we knew (as Kafka brokers serve
+            # their metadata cache), and ask again only after another ttl, so requests
+            # during the outage do not each wait for the database.
+            self._loaded_at = time.monotonic()
+            _stale.warning("topic metadata unavailable, serving the cached view: %r", exc)
+            return
         self._by_name = {t.name: t for t in topics}
         self._by_id = {t.topic_id: t for t in topics}
         self._loaded_at = time.monotonic()
+        self._ever_loaded = True
 
     async def all(self) -> list[TopicInfo]:
         await self._refresh()

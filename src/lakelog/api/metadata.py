@@ -15,6 +15,7 @@ from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import CreateTopicRequest, TopicInfo
 from lakelog.errors import ErrorCode
+from lakelog.outage import is_outage
 from lakelog.topics import topic_name_error
 from lakelog.zones import client_zone, partition_broker, zone_brokers
 
@@ -57,6 +58,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
     topics_cache = broker.topics
     wanted = _requested_names(ctx, request)
     by_id: dict[Any, TopicInfo] = {}
+    creating: set[str] = set()
     if wanted is not None and ctx.api_version >= 10:
         ids = [t.topic_id for t in request.topics if getattr(t, "topic_id", None)]
         for topic_id in ids:
@@ -67,7 +69,14 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         missing = [n for n in wanted if n is not None and await topics_cache.get(n) is None]
         allow = getattr(request, "allow_auto_topic_creation", True)
         if missing and allow and broker.settings.auto_create_topics_enable:
-            await _auto_create(ctx, missing)
+            try:
+                await _auto_create(ctx, missing)
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                # As Kafka answers a topic being created: LEADER_NOT_AVAILABLE, and the
+                # client asks again (the database is down; the others still answer).
+                creating = set(missing)
 
     all_brokers = await broker.live_brokers()
     # Clients in a zone see only that zone's brokers, so no byte crosses zones.
@@ -79,6 +88,8 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             error = (
                 ErrorCode.invalid_topic_exception
                 if name is not None and topic_name_error(name)
+                else ErrorCode.leader_not_available
+                if name in creating
                 else ErrorCode.unknown_topic_or_partition
             )
             return build(

@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 from lakelog import metrics
+from lakelog.outage import log_failure
 from lakelog.pipeline.planning import chunked, deletable, file_delete_cutoff
 
 if TYPE_CHECKING:
@@ -60,4 +61,4 @@ class FileCleaner:
             try:
                 await self.run_once()
             except Exception:
-                log.exception("file cleaner pass failed")
+                log_failure(log, "file cleaner pass failed")

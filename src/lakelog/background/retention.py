@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 from lakelog import metrics
+from lakelog.outage import log_failure
 from lakelog.pipeline.planning import chunked, retention_policies
 
 if TYPE_CHECKING:
@@ -48,4 +49,4 @@ class RetentionLoop:
             try:
                 await self.run_once()
             except Exception:
-                log.exception("retention pass failed")
+                log_failure(log, "retention pass failed")

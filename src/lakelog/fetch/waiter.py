@@ -9,6 +9,7 @@ import contextlib
 import logging
 
 from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.outage import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class CommitWaiter:
                 else:
                     token = await self._coordinator.change_token()
             except Exception:
-                log.exception("change token poll failed")
+                log_failure(log, "change token poll failed")
                 token = None
                 await asyncio.sleep(self._poll_s)
             if token is not None and self._token is not None and token != self._token:

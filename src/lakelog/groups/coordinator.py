@@ -20,6 +20,7 @@ from lakelog.coordinator.interface import (
 )
 from lakelog.errors import ErrorCode
 from lakelog.groups.group import Group, GroupConfig, GroupState
+from lakelog.outage import log_failure
 
 if TYPE_CHECKING:
     from lakelog.broker import Broker
@@ -99,7 +100,7 @@ class GroupCoordinator:
         try:
             await self.save(group)
         except Exception:
-            log.exception("saving group %s failed", group.group_id)
+            log_failure(log, "saving group %s failed", group.group_id)
             group.dirty = True
 
     async def delete(self, group_ids: Sequence[str]) -> list[ErrorCode]:
@@ -187,7 +188,7 @@ class GroupCoordinator:
                 if expired:
                     log.info("expired %d committed offsets of empty groups", expired)
             except Exception:
-                log.exception("offset expiry failed")
+                log_failure(log, "offset expiry failed")
 
     async def _lag_loop(self) -> None:
         while True:
@@ -195,7 +196,7 @@ class GroupCoordinator:
             try:
                 await self.update_lag()
             except Exception:
-                log.exception("lag update failed")
+                log_failure(log, "lag update failed")
 
     async def update_lag(self) -> None:
         from lakelog.coordinator.interface import PartitionKey

@@ -39,6 +39,7 @@ from lakelog.mirror import follow, group_sync, prepare
 from lakelog.mirror.fetcher import Fetcher, MirrorTask, fetcher_index
 from lakelog.mirror.flow import ByteBudget, Throttle
 from lakelog.mirror.source import SourceCluster, SourceUnavailable
+from lakelog.outage import log_failure
 
 if TYPE_CHECKING:
     from lakelog.broker import Broker
@@ -118,7 +119,7 @@ class MirrorManager:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("mirror loop %s failed", getattr(step, "__name__", step))
+                log_failure(log, "mirror loop %s failed", getattr(step, "__name__", step))
             if step == self._renew:
                 self._renew_now.clear()
                 with contextlib.suppress(TimeoutError):

@@ -19,6 +19,7 @@ from lakelog.coordinator.interface import PartitionKey
 from lakelog.coordinator.txn_types import TxnState
 from lakelog.errors import ErrorCode
 from lakelog.groups.coordinator import owner_of
+from lakelog.outage import log_failure
 from lakelog.zones import partition_broker
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class TransactionTimeouts:
             try:
                 await self.tick()
             except Exception:
-                log.exception("transaction timeout check failed")
+                log_failure(log, "transaction timeout check failed")
 
     async def tick(self) -> list[str]:
         """Abort expired transactions, refresh the gauges; the ids this call aborted."""
