@@ -23,9 +23,16 @@ from lakelog.coordinator.interface import (
 )
 from lakelog.coordinator.txn_types import AbortedTxn
 from lakelog.errors import ErrorCode
+from lakelog.protocol.batch_runs import batches_in_range
 from lakelog.protocol.control_batch import CONTROL_BATCH_SIZE
 from lakelog.protocol.fetch_response import PartitionData, encode_fetch_response
-from lakelog.protocol.records import base_offset_bytes, with_log_append_time
+from lakelog.protocol.records import (
+    InvalidBatch,
+    base_offset_bytes,
+    read_header,
+    with_log_append_time,
+)
+from lakelog.storage.keys import SEGMENT_PREFIX
 from lakelog.zones import client_zone, count_bytes
 
 FETCH_KEY = 1
@@ -37,6 +44,9 @@ class _Slot:
     """One requested partition and what the coordinator said about it."""
 
     data: PartitionData
+    max_bytes: int = 0
+    """The request's partition_max_bytes."""
+    fetch_offset: int = 0
     find_index: int = -1
     coords: tuple[BatchCoordinate, ...] = ()
 
@@ -48,14 +58,34 @@ def _size(coord: BatchCoordinate) -> int:
     )
 
 
-def _batch_parts(coord: BatchCoordinate, data: memoryview | bytes) -> list[Any]:
+def take_within(sizes: Sequence[int], limit: int, first_in_response: bool) -> int:
+    """How many of a partition's batches (their sizes, in offset order) a Fetch returns.
+
+    KIP-74, as Kafka's broker does it: whole batches while they fit within `limit` (the
+    smaller of partition_max_bytes and what is left of the response's max_bytes). A first
+    batch larger than the limit is returned alone, only when no earlier partition of the
+    response returned data (so a consumer always makes progress); otherwise this partition
+    returns nothing and the client fetches it again, when it comes first. Kafka may append
+    the start of a batch that does not fit, which clients drop: we never send partial
+    batches."""
+    used = 0
+    for count, size in enumerate(sizes):
+        if used + size > limit and not (first_in_response and count == 0):
+            return count
+        used += size
+    return len(sizes)
+
+
+def _batch_parts(coord: BatchCoordinate, data: memoryview | bytes, base_offset: int) -> list[Any]:
+    """The buffers that send `data` (the coordinate's bytes, or a run's part starting with
+    the batch whose real base offset is `base_offset`)."""
     if coord.control_type >= 0:
         return [data]  # built with its offset and time
     if coord.timestamp_type == TimestampType.LOG_APPEND_TIME and coord.log_append_time >= 0:
         patched = with_log_append_time(data, coord.log_append_time)
-        patched[0:8] = base_offset_bytes(coord.base_offset)
+        patched[0:8] = base_offset_bytes(base_offset)
         return [patched]
-    return [base_offset_bytes(coord.base_offset), memoryview(data)[8:]]
+    return [base_offset_bytes(base_offset), memoryview(data)[8:]]
 
 
 async def _read_once(
@@ -71,7 +101,7 @@ async def _read_once(
         topic = await broker.topics.get(fetch_topic.topic)
         slots = []
         for part in fetch_topic.partitions or ():
-            slot = _Slot(PartitionData(part.partition))
+            slot = _Slot(PartitionData(part.partition), part.partition_max_bytes, part.fetch_offset)
             if topic is None or not 0 <= part.partition < topic.num_partitions:
                 slot.data.error = ErrorCode.unknown_topic_or_partition
                 errored = True
@@ -90,9 +120,10 @@ async def _read_once(
         layout.append((fetch_topic.topic, slots))
     results = await broker.coordinator.find_batches(finds) if finds else []
 
-    # Keep whole batches within max_bytes; the response's first batch always goes (KIP-74).
+    # Plan which batches to read, then choose the bytes to send from what was read.
     budget = max_bytes
     wanted: list[BatchCoordinate] = []
+    found_by_slot: list[tuple[_Slot, Sequence[AbortedTxn]]] = []
     for _, slots in layout:
         for slot in slots:
             if slot.find_index < 0:
@@ -105,42 +136,143 @@ async def _read_once(
             if found.error != ErrorCode.none:
                 errored = True
                 continue
-            taken: list[BatchCoordinate] = []
-            for coord in found.batches:
-                size = _size(coord)
-                if size > budget and (wanted or taken):
-                    break
-                taken.append(coord)
-                budget -= size
-            slot.coords = tuple(taken)
-            wanted.extend(taken)
-            if read_committed:
-                slot.data.aborted = _aborted_within(found.aborted, taken)
+            count, charge = plan_partition(
+                [_size(c) for c in found.batches],
+                [_may_hold_run(c) for c in found.batches],
+                min(slot.max_bytes, budget),
+                not wanted,
+            )
+            budget = max(0, budget - charge)
+            slot.coords = tuple(found.batches[:count])
+            wanted.extend(slot.coords)
+            found_by_slot.append((slot, found.aborted))
 
-    total = 0
-    if wanted:
-        datas = await broker.reader.read(wanted)
-        cursor = 0
-        for _, slots in layout:
-            for slot in slots:
-                for coord in slot.coords:
-                    data = datas[cursor]
-                    cursor += 1
-                    slot.data.records.extend(_batch_parts(coord, data))
-                    slot.data.records_size += len(data)
-                total += slot.data.records_size
+    datas = await broker.reader.read(wanted) if wanted else []
+    total = cursor = 0
+    budget = max_bytes
+    for slot, aborted in found_by_slot:
+        chosen = datas[cursor : cursor + len(slot.coords)]
+        cursor += len(slot.coords)
+        used, last_offset = _fill(slot, chosen, min(slot.max_bytes, budget), total == 0)
+        budget = max(0, budget - used)
+        total += used
+        if read_committed:
+            slot.data.aborted = _aborted_within(aborted, last_offset) if used else []
     return [(name, [s.data for s in slots]) for name, slots in layout], total, errored
 
 
-def _aborted_within(
-    aborted: Sequence[AbortedTxn], taken: Sequence[BatchCoordinate]
-) -> list[tuple[int, int]]:
+def _may_hold_run(coord: BatchCoordinate) -> bool:
+    """Only merged segment rows may cover several batches (`protocol.batch_runs`): a WAL
+    row or a marker is exactly one batch."""
+    return coord.control_type < 0 and coord.object_key.startswith(SEGMENT_PREFIX + "/")
+
+
+def plan_partition(
+    sizes: Sequence[int], may_split: Sequence[bool], limit: int, first_in_response: bool
+) -> tuple[int, int]:
+    """Which of a partition's coordinates to read: (how many, bytes to charge against the
+    response's max_bytes while planning the partitions after it).
+
+    The coordinates that fit within `limit` go whole. The one that crosses it is read too
+    when the KIP-74 first-batch rule may send it, or when it may be a merged run whose
+    leading batches fit (`_fill` decides after reading); it is charged all it may take, so
+    later partitions are never planned with more room than the response will have."""
+    used = 0
+    for count, size in enumerate(sizes):
+        if used + size <= limit:
+            used += size
+            continue
+        if first_in_response and count == 0:
+            return 1, size
+        if may_split[count]:
+            return count + 1, limit
+        return count, used
+    return len(sizes), used
+
+
+def _fill(
+    slot: _Slot, datas: Sequence[memoryview | bytes], limit: int, first_in_response: bool
+) -> tuple[int, int]:
+    """Put the partition's chosen batches into its response data: whole batches within
+    `limit` (`take_within`); a merged run crossing it is cut after its last batch that
+    fits. Returns (bytes sent, last offset sent); coordinates beyond are dropped."""
+    used, last_offset = 0, -1
+    kept: list[BatchCoordinate] = []
+    for coord, whole in zip(slot.coords, datas, strict=True):
+        data, base = _from_offset(coord, whole, slot.fetch_offset)
+        if used + len(data) <= limit:
+            part, part_last = data, coord.last_offset
+        else:
+            part, part_last = _leading_batches(
+                coord, data, base, limit - used, first_in_response and not kept
+            )
+            if not part:
+                break
+        kept.append(coord)
+        slot.data.records.extend(_batch_parts(coord, part, base))
+        used += len(part)
+        last_offset = part_last
+        if len(part) < len(data):
+            break
+    slot.coords = tuple(kept)
+    slot.data.records_size = used
+    return used, last_offset
+
+
+def _from_offset(
+    coord: BatchCoordinate, data: memoryview | bytes, offset: int
+) -> tuple[memoryview | bytes, int]:
+    """A run's bytes from its batch holding `offset` on, and that batch's base offset: as
+    Kafka, a Fetch starts at the batch holding the fetch offset, and bytes before it would
+    count against the limits (a consumer stuck inside a run would get only batches it has
+    already read). Anything else comes whole, with the coordinate's base offset."""
+    if coord.base_offset >= offset or not _may_hold_run(coord):
+        return data, coord.base_offset
+    pos = 0
+    try:
+        for base, batch in batches_in_range(data, coord.base_offset):
+            if base + read_header(batch).last_offset_delta >= offset:
+                return memoryview(data)[pos:], base
+            pos += len(batch)
+    except InvalidBatch:  # not whole batches: serve it as one
+        pass
+    return data, coord.base_offset
+
+
+def _leading_batches(
+    coord: BatchCoordinate,
+    data: memoryview | bytes,
+    base_offset: int,
+    room: int,
+    first_in_response: bool,
+) -> tuple[memoryview | bytes, int]:
+    """The longest run of whole batches at the start of `data` (whose first batch's real
+    base offset is `base_offset`) that `take_within` allows in `room` bytes, and the last
+    offset it holds (empty and -1 if none)."""
+    if not _may_hold_run(coord):
+        return (data, coord.last_offset) if first_in_response else (b"", -1)
+    sizes: list[int] = []
+    lasts: list[int] = []
+    seen = 0
+    try:
+        for base, batch in batches_in_range(data, base_offset):
+            sizes.append(len(batch))
+            lasts.append(base + read_header(batch).last_offset_delta)
+            seen += len(batch)
+            if seen > room:
+                break
+    except InvalidBatch:  # not whole batches: serve it as one
+        sizes, lasts = [len(data)], [coord.last_offset]
+    count = take_within(sizes, room, first_in_response)
+    if not count:
+        return b"", -1
+    return memoryview(data)[: sum(sizes[:count])], lasts[count - 1]
+
+
+def _aborted_within(aborted: Sequence[AbortedTxn], last_offset: int) -> list[tuple[int, int]]:
     """The aborted transactions that start within what the response carries (the
     coordinator's answer may cover batches the response budget left out)."""
-    if not taken:
-        return []
-    last = taken[-1].last_offset
-    return [(a.producer_id, a.first_offset) for a in aborted if a.first_offset <= last]
+    return [(a.producer_id, a.first_offset) for a in aborted if a.first_offset <= last_offset]
 
 
 @handles(FETCH_KEY, 4, 12)

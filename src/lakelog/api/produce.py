@@ -18,7 +18,7 @@ from lakelog.coordinator.interface import CommitBatchResult
 from lakelog.coordinator.mirror_types import READ_ONLY_ERROR
 from lakelog.errors import ErrorCode
 from lakelog.produce.wal_writer import AppendRequest
-from lakelog.protocol.record_keys import all_records_keyed
+from lakelog.protocol.record_keys import keyless_record_indexes
 from lakelog.protocol.records import InvalidBatch, split_batches, validate
 from lakelog.topic_config import effective
 from lakelog.txn.wire_errors import FENCING_ERRORS
@@ -34,6 +34,8 @@ class _PartitionOutcome:
     index: int
     error: ErrorCode = ErrorCode.none
     message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    """(batch index, message) of each refused record (KIP-467, Produce v8+)."""
     first: int = 0
     count: int = 0
     """The partition's batches are appends[first:first + count]."""
@@ -49,6 +51,20 @@ def _batch_error(exc: InvalidBatch) -> ErrorCode:
     if exc.old_magic:
         return ErrorCode.invalid_record
     return ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
+
+
+def _refuse_keyless(result: _PartitionOutcome, partition: str, keyless: Sequence[int]) -> None:
+    """Refuse a partition's records as Kafka's LogValidator does for a compacted topic:
+    INVALID_RECORD, one record error per keyless record of the batch (so a client can tell
+    the bad records from their innocent neighbours), and a summary naming at most three."""
+    why = f"Compacted topic cannot accept message without key in topic partition {partition}"
+    result.error = ErrorCode.invalid_record
+    result.record_errors = [(index, why) for index in keyless]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
+    result.message = (
+        f"One or more records have been rejected due to {len(keyless)} record errors in total,"
+        f" and only showing the first three errors at most: [{shown}]"
+    )
 
 
 async def _validate(
@@ -84,13 +100,23 @@ async def _validate(
                     header = validate(batch)
                     if header.is_control:
                         raise InvalidBatch("clients may not write control batches")
-                    if "compact" in config.cleanup_policy and not all_records_keyed(batch):
-                        raise InvalidBatch("compacted topics accept only records with a key")
                     if header.is_transactional and header.producer_id < 0:
                         raise InvalidBatch("a transactional batch needs a producer id")
                     if header.size > config.max_message_bytes:
                         result.error = ErrorCode.message_too_large
                         break
+                    if "compact" in config.cleanup_policy:
+                        keyless = keyless_record_indexes(batch)
+                        if keyless:
+                            _refuse_keyless(result, f"{topic.name}-{part.index}", keyless)
+                            log.info(
+                                "rejecting produce to %s-%d from %s: %d records without a key",
+                                topic.name,
+                                part.index,
+                                ctx.peer,
+                                len(keyless),
+                            )
+                            break
                     batches.append(
                         AppendRequest(
                             topic.topic_id, part.index, batch, header, config.timestamp_type
@@ -124,6 +150,16 @@ def _partition_result(
             return r.error, -1, -1, -1
     first = mine[0]
     return ErrorCode.none, first.base_offset, first.log_append_time, first.log_start_offset
+
+
+def _record_errors(schema: Any, outcome: _PartitionOutcome) -> tuple[Any, ...]:
+    """The partition's record_errors entries; Produce v8 added the field."""
+    if not outcome.record_errors or not hasattr(schema, "BatchIndexAndErrorMessage"):
+        return ()
+    return tuple(
+        build(schema.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=why)
+        for i, why in outcome.record_errors
+    )
 
 
 def _refuse_anonymous_transactions(
@@ -182,7 +218,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                         else None
                     ),
                     log_start_offset=log_start,
-                    record_errors=(),
+                    record_errors=_record_errors(m, p),
                     error_message=p.message,
                 )
             )

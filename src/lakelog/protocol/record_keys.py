@@ -1,7 +1,8 @@
-"""Does every record of a batch carry a key? Compacted topics refuse keyless records at
-produce, as Kafka does (INVALID_RECORD). This is the only per-record work on the produce
-path, and it runs only for topics whose cleanup.policy holds `compact`: the batch is
-decompressed and each record's length, fixed fields and key length are read, nothing more."""
+"""Which records of a batch have no key? Compacted topics refuse keyless records at
+produce, as Kafka does (INVALID_RECORD, each keyless record named in record_errors). This
+is the only per-record work on the produce path, and it runs only for topics whose
+cleanup.policy holds `compact`: the batch is decompressed and each record's length, fixed
+fields and key length are read, nothing more."""
 
 from __future__ import annotations
 
@@ -10,17 +11,20 @@ from lakelog.protocol.records import HEADER_SIZE, InvalidBatch, read_header
 from lakelog.protocol.varint import VarintError, read_varint
 
 
-def all_records_keyed(batch: bytes | memoryview) -> bool:
-    """True if no record of the (CRC-checked) batch has a null key. InvalidBatch if the
-    records cannot be read (corrupt compression or record framing)."""
+def keyless_record_indexes(batch: bytes | memoryview) -> list[int]:
+    """Batch-relative indexes (0-based, in record order) of the records of a (CRC-checked)
+    batch that have a null key: what a Produce response lists in record_errors (KIP-467).
+    InvalidBatch if the records cannot be read (corrupt compression or record framing).
+    An empty key is a key."""
     header = read_header(batch)
     try:
         body = decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:]))
     except Exception as exc:  # cramjam raises its own error types
         raise InvalidBatch(f"cannot decompress records: {exc}", corrupt=True) from exc
     pos, end = 0, len(body)
+    keyless: list[int] = []
     try:
-        for _ in range(header.records_count):
+        for index in range(header.records_count):
             length, pos = read_varint(body, pos)
             record_end = pos + length
             if length < 0 or record_end > end:
@@ -30,8 +34,14 @@ def all_records_keyed(batch: bytes | memoryview) -> bool:
             _, pos = read_varint(body, pos)  # offset delta
             key_length, _ = read_varint(body, pos)
             if key_length < 0:
-                return False
+                keyless.append(index)
             pos = record_end
     except VarintError as exc:
         raise InvalidBatch(f"malformed record: {exc}", corrupt=True) from exc
-    return True
+    return keyless
+
+
+def all_records_keyed(batch: bytes | memoryview) -> bool:
+    """True if no record of the (CRC-checked) batch has a null key. InvalidBatch if the
+    records cannot be read (corrupt compression or record framing)."""
+    return not keyless_record_indexes(batch)
