@@ -26,6 +26,7 @@ faults: venv
 
 bench: venv
 	$(BIN)/python bench/produce_consume.py
+	$(BIN)/python bench/put_fsync.py
 
 bench-cluster: venv
 	$(BIN)/python bench/two_brokers.py

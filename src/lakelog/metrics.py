@@ -74,6 +74,12 @@ object_latency_seconds = Histogram(
 object_errors_total = Counter(
     "lakelog_object_errors", "Failed object storage requests", ["op"], registry=REGISTRY
 )
+object_put_recovered_total = Counter(
+    "lakelog_object_put_recovered",
+    "Create-only PUTs whose retry found our own earlier attempt stored (its response was "
+    "lost): same size and bytes, so counted as a success",
+    registry=REGISTRY,
+)
 
 coordinator_latency_seconds = Histogram(
     "lakelog_coordinator_latency_seconds",

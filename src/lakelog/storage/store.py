@@ -5,18 +5,28 @@ relative to the configured root, create-only writes, idempotent deletes, a small
 hierarchy (callers never import obstore), and Prometheus metrics per operation. Retries
 with backoff happen inside obstore's HTTP client (see `backends.RetryPolicy`); metrics
 here count logical operations, not the HTTP attempts beneath them.
+
+Two guarantees the produce path relies on (issue 11): a create-only PUT whose retry finds
+our own earlier attempt stored (a lost response) is a success, and on a local store
+(`file://`) a put returns only once the file and its directory entries are fsynced, so a
+coordinator commit that follows never points at an object an OS crash could lose.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError
+from obstore.store import LocalStore
 
 from lakelog import metrics
 from lakelog.storage.backends import open_store, redact_url
@@ -38,7 +48,9 @@ _REQUESTS = {op: metrics.object_requests_total.labels(op=op) for op in _OPS}
 _BYTES = {op: metrics.object_bytes_total.labels(op=op) for op in _OPS}
 _LATENCY = {op: metrics.object_latency_seconds.labels(op=op) for op in _OPS}
 _ERRORS = {op: metrics.object_errors_total.labels(op=op) for op in _OPS}
+_RECOVERED = metrics.object_put_recovered_total
 _EMPTY = b""
+_log = logging.getLogger(__name__)
 
 
 class StorageError(Exception):
@@ -65,9 +77,13 @@ class ObjectInfo:
 class ObjectStorage:
     """Async object store over obstore; create it with `ObjectStorage.from_url`."""
 
-    def __init__(self, store: ObjectStore, url: str = "") -> None:
+    def __init__(self, store: ObjectStore, url: str = "", *, fsync: bool = True) -> None:
+        """`fsync=False` skips the local-store fsyncs (benchmarks measure their cost)."""
         self._store = store
         self.url = redact_url(url)
+        # obstore's LocalStore never fsyncs: `put` does it for local stores (file://).
+        self._local_root = _local_root(store) if fsync else None
+        self._durable_dirs: set[Path] = set()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> ObjectStorage:
@@ -84,6 +100,11 @@ class ObjectStorage:
         `init_backoff_s`, `max_backoff_s`, `timeout_s`, `connect_timeout_s`.
         """
         return cls(open_store(url, options), url)
+
+    @property
+    def fsyncs(self) -> bool:
+        """Whether `put` fsyncs what it wrote (local stores, unless turned off)."""
+        return self._local_root is not None
 
     @property
     def store(self) -> ObjectStore:
@@ -104,15 +125,79 @@ class ObjectStorage:
         both; moto S3 54 ms vs 57-63 ms joined; MemoryStore 28-29 ms both). A create-only
         put is always a single request: obstore does no multipart upload with a
         precondition (and S3 cannot make a multipart upload conditional on absence).
-        If obstore retried a PUT whose first attempt did land, the retry sees the object
-        and raises `ObjectExistsError`; for a fresh `wal/<uuid7>` key that means ours.
+
+        Idempotent under obstore's retries: when a first attempt was stored but its
+        response was lost (a 5xx or a dropped connection after S3 stored it), the retry
+        gets 412 (AlreadyExists). Keys are fresh (`wal/<uuid7>`), so an object under our
+        key is our own earlier attempt: if a HEAD shows our exact size and its bytes
+        equal ours, the put succeeded (one info log line,
+        `lakelog_object_put_recovered_total`). Comparing bytes costs one GET, only on
+        this rare path, and keeps create-only honest when two writers race for one key.
+
+        On a local store the file and its directory are fsynced before returning (off
+        the event loop), see `_make_durable`.
         """
         if isinstance(parts, bytes | bytearray | memoryview):
             parts = [parts]
         size = sum(_nbytes(part) for part in parts)
         with _measure("put", key):
-            await obstore.put_async(self._store, key, parts, mode="create")
+            try:
+                await obstore.put_async(self._store, key, parts, mode="create")
+            except AlreadyExistsError:
+                if not await self._holds(key, parts, size):
+                    raise
+                _RECOVERED.inc()
+                _log.info(
+                    "put %s: already stored with our %d bytes (a retry after a lost "
+                    "response); counted as success",
+                    key,
+                    size,
+                )
+            if self._local_root is not None:
+                try:
+                    await asyncio.to_thread(self._make_durable, key)
+                except OSError as exc:
+                    raise StorageError(f"put {key}: fsync failed: {exc}") from exc
         _BYTES["put"].inc(size)
+
+    async def _holds(
+        self, key: str, parts: Sequence[bytes | bytearray | memoryview], size: int
+    ) -> bool:
+        """Whether `key` holds exactly these bytes (any failure to tell means no)."""
+        try:
+            meta = await obstore.head_async(self._store, key)
+            if meta["size"] != size:
+                return False
+            if size == 0:
+                return True
+            result = await obstore.get_async(self._store, key)
+            data = await result.bytes_async()
+        except (BaseError, OSError):
+            return False
+        return _same_bytes(memoryview(data), parts)
+
+    def _make_durable(self, key: str) -> None:
+        """fsync a just-written local file, its directory, and new directories' parents.
+
+        LocalStore writes `<key>#<n>` in the key's directory, hard-links it to `<key>`
+        (create-only) and unlinks the staging name, creating missing directories first;
+        it fsyncs nothing. So: fsync the file (data and inode), then its directory (the
+        link and unlink), then, the first time this process sees each directory between
+        the key and the root (the root included), that directory's parent (its entry may
+        be new: `wal/` on the first put). Steady state: two fsyncs per put.
+        """
+        root = self._local_root
+        assert root is not None
+        path = root / key
+        _fsync(path, os.O_RDONLY)
+        directory = path.parent
+        _fsync(directory, os.O_RDONLY | os.O_DIRECTORY)
+        while directory not in self._durable_dirs:
+            _fsync(directory.parent, os.O_RDONLY | os.O_DIRECTORY)
+            self._durable_dirs.add(directory)
+            if directory == root or directory == directory.parent:
+                break
+            directory = directory.parent
 
     async def get(self, key: str) -> Bytes:
         """The whole object, as a zero-copy buffer owned by Rust."""
@@ -201,7 +286,15 @@ class ObjectStorage:
         return sorted((_info(meta) for meta in metas), key=lambda info: info.key)
 
     async def delete(self, key: str) -> None:
-        """Remove one object; a missing key is not an error (GC may race with itself)."""
+        """Remove one object; a missing key is not an error (GC may race with itself).
+
+        Also the clean-up after a definitive upload failure (the WAL writer calls it
+        best-effort): the failed put may or may not have stored the object, and deleting
+        a missing key succeeds on every backend (memory://, file:// and S3, tested), so
+        one call covers both. It can still raise `StorageError` when the store is
+        unreachable: a best-effort caller catches that and leaves the object to GC, as
+        it must for a PUT still in flight on the network that lands after the delete.
+        """
         with _measure("delete", key, missing_ok=True):
             await obstore.delete_async(self._store, key)
 
@@ -225,6 +318,9 @@ def _measure(op: str, key: str, *, missing_ok: bool = False) -> Iterator[None]:
     started = time.perf_counter()
     try:
         yield
+    except StorageError:
+        _ERRORS[op].inc()  # already translated (e.g. a failed fsync after a put)
+        raise
     except FileNotFoundError as exc:
         if missing_ok:
             return
@@ -243,6 +339,36 @@ def _measure(op: str, key: str, *, missing_ok: bool = False) -> Iterator[None]:
 def _info(meta: ObjectMeta) -> ObjectInfo:
     modified_ms = int(meta["last_modified"].timestamp() * 1000)
     return ObjectInfo(meta["path"], meta["size"], modified_ms)
+
+
+def _local_root(store: ObjectStore) -> Path | None:
+    """The directory a local store writes under; None for any other store."""
+    if not isinstance(store, LocalStore):
+        return None
+    prefix = store.prefix
+    return Path(prefix) if prefix is not None else Path("/")
+
+
+def _fsync(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _same_bytes(data: memoryview, parts: Sequence[bytes | bytearray | memoryview]) -> bool:
+    """Whether `data` is the concatenation of `parts` (compared in C, no copies)."""
+    pos = 0
+    for part in parts:
+        view = memoryview(part)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        end = pos + view.nbytes
+        if end > data.nbytes or data[pos:end] != view:
+            return False
+        pos = end
+    return pos == data.nbytes
 
 
 def _check_range(start: int, end: int) -> None:
