@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,6 +186,9 @@ def _count_rejected(appends: list[AppendRequest], results: Sequence[CommitBatchR
 
 @handles(PRODUCE_KEY, 3, 10)
 async def produce(ctx: RequestContext, request: Any) -> Any:
+    jitter_ms = ctx.broker.settings.fault_produce_jitter_ms
+    if jitter_ms:
+        await asyncio.sleep(random.uniform(0, jitter_ms) / 1000)
     appends: list[AppendRequest] = []
     outcomes = await _validate(ctx, request, appends)
     _refuse_anonymous_transactions(request, appends, outcomes)
@@ -194,6 +198,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
         metrics.bytes_in_total.inc(size)
         count_bytes("in", client_zone(ctx.client_id), ctx.broker.settings.rack, size)
         futures = await ctx.broker.wal.append(appends)
+        ctx.pass_turn()  # in the WAL buffer: the connection's next Produce lands after us
         if request.acks == 0:
             return NO_RESPONSE
         results = list(await asyncio.gather(*futures))
