@@ -260,7 +260,6 @@ def test_outage_is_answered_on_the_same_connection(
         assert broker.alive()
 
         postgres.start_server()
-        outage_s = time.monotonic() - stopped
 
         # The same connection serves normally again once the pool has reconnected.
         def produced_again() -> bool:
@@ -279,8 +278,10 @@ def test_outage_is_answered_on_the_same_connection(
         assert wire.request(*_init_producer_id()).error_code == ErrorCode.none
         created = wire.request(*_create_topics(f"{topic}-new"))
         assert [t.error_code for t in created.topics] == [ErrorCode.none]
-    # One warning per 10 s at most, however many requests were answered (more after it).
-    assert broker.log_text().count("with a retriable error") <= outage_s / 10 + 2
+    # One warning per 10 s at most, however many requests were answered: counted over
+    # the whole time since the stop (stale pooled connections fail after the restart too).
+    since_stop_s = time.monotonic() - stopped
+    assert broker.log_text().count("with a retriable error") <= since_stop_s / 10 + 2
 
 
 def test_clients_ride_through_a_postgres_stop(
