@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors, pq, sql
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from lakelog.coordinator.postgres.listener import notify
 from lakelog.coordinator.postgres.rows import Conn
@@ -73,6 +73,15 @@ class Transactions:
                         raise
                     self.retries += 1
                     await asyncio.sleep(backoff(attempt))
+                    attempt += 1
+                except psycopg.OperationalError as exc:
+                    # Pooled connections that died with a server restart fail on first
+                    # use: a read tries the next one (the pool drops the dead). Not a
+                    # write, which may have committed: its caller decides (WalWriter).
+                    # No connection at all (PoolTimeout) is the outage itself.
+                    if write or isinstance(exc, PoolTimeout) or attempt >= MAX_ATTEMPTS:
+                        raise
+                    self.retries += 1
                     attempt += 1
             if write:
                 self._on_commit()
