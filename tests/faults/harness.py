@@ -463,7 +463,7 @@ class FaultProducer:
             if err is not None:
                 self.history.failed[seq] = str(err)
             else:
-                self.history.acks.append(Ack(seq, msg.partition(), msg.offset()))
+                self.history.acks.append(Ack(seq, msg.partition(), msg.offset(), time.time()))
 
     def _run(self) -> None:
         from confluent_kafka import Producer
@@ -604,6 +604,9 @@ class Result:
     orphan_causes: dict[str, int] = field(default_factory=dict)
     orphan_examples: list[str] = field(default_factory=list)
     tracebacks: int = 0
+    committed_by: list[str] = field(default_factory=list)
+    """For the offsets of out-of-order and duplicate findings: the batch, the broker and
+    epoch whose commit stored it, and when (from the coordinator's tables)."""
     restart_failures: list[str] = field(default_factory=list)
     harness_errors: list[str] = field(default_factory=list)
     consumer_records: int = 0
@@ -654,6 +657,9 @@ class Result:
             *(f"  {e}" for e in self.orphan_examples),
             f"broker tracebacks: {self.tracebacks}",
         ]
+        if self.committed_by:
+            lines.append("who committed the records of those findings:")
+            lines += [f"  {c}" for c in self.committed_by]
         if self.restart_failures:
             lines.append(f"restart failures: {self.restart_failures[:5]}")
         if self.harness_errors:
@@ -680,7 +686,8 @@ class FaultRun:
         self.tail: TailingConsumer | None = None
         self.topic = f"faults-{uuid.uuid4().hex[:8]}"
         self.result = Result(backend, plan)
-        self.kill_times_ms: list[int] = []
+        self.kill_times_ms: list[tuple[str, int]] = []
+        """(broker name, wall-clock ms) of every SIGKILL."""
         self.abort = threading.Event()
         self.pg_down = False
         self._s3_window = False
@@ -742,7 +749,7 @@ class FaultRun:
         return events
 
     def _log(self, text: str) -> None:
-        self.result.events.append(f"{time.strftime('%H:%M:%S')} {text}")
+        self.result.events.append(f"{_clock(int(time.time() * 1000))} {text}")
 
     def _later(self, seconds: float, label: str, action: Callable[[], None]) -> None:
         heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._tie), label, action))
@@ -756,7 +763,7 @@ class FaultRun:
             self._log("kill skipped: keep one broker up")
             return
         broker = self.rng.choice(candidates)
-        self.kill_times_ms.append(int(time.time() * 1000))
+        self.kill_times_ms.append((broker.name, int(time.time() * 1000)))
         broker.kill()
         self.result.kills += 1
         self._log(f"SIGKILL {broker.name}")
@@ -912,6 +919,10 @@ class FaultRun:
             with p.lock:
                 histories.append(p.history)
         self.result.verdict = check(histories, log, high, low)
+        try:
+            self.result.committed_by = self.committed_by(self.result.verdict.places[:40])
+        except Exception as exc:
+            self.result.committed_by = [f"(coordinator lookup failed: {exc!r})"]
         if self.s3 is not None:
             with contextlib.suppress(Exception):
                 self.result.s3_counters = self.s3.counters()
@@ -929,19 +940,42 @@ class FaultRun:
 
     # -- what is left behind
     def known_objects(self) -> set[str]:
+        return {row[0] for row in self._query("SELECT object_key FROM files", ())}
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """A read-only query on the coordinator's database (`?` placeholders)."""
         assert self.backend is not None
         url = self.backend.coordinator_url
         if url.startswith("sqlite:///"):
-            path = url[len("sqlite:///") :]
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            conn = sqlite3.connect(f"file:{url[len('sqlite:///') :]}?mode=ro", uri=True, timeout=30)
             try:
-                return {row[0] for row in conn.execute("SELECT object_key FROM files")}
+                return list(conn.execute(sql, params))
             finally:
                 conn.close()
         import psycopg
 
         with psycopg.connect(url, autocommit=True) as conn:
-            return {row[0] for row in conn.execute("SELECT object_key FROM files")}
+            return list(conn.execute(sql.replace("?", "%s"), params))  # type: ignore[arg-type]
+
+    def committed_by(self, places: list[tuple[int, int]]) -> list[str]:
+        out = []
+        for partition, offset in places:
+            rows = self._query(
+                "SELECT b.base_offset, b.last_offset, b.producer_id, b.base_timestamp, "
+                "f.object_key, f.uploader_broker_id, f.broker_epoch, f.committed_at "
+                "FROM batches b JOIN files f ON f.id = b.file_id "
+                "JOIN topics t ON t.id = b.topic_id "
+                "WHERE t.name = ? AND b.partition = ? AND b.base_offset <= ? "
+                "AND b.last_offset >= ?",
+                (self.topic, partition, offset, offset),
+            )
+            for base, last, pid, ts, key, broker, epoch, committed in rows:
+                out.append(
+                    f"p{partition}@{offset}: batch {base}..{last} (producer id {pid}, first "
+                    f"record {_clock(ts)}) in {key} by broker {broker} epoch {epoch}, "
+                    f"committed {_clock(committed)}"
+                )
+        return out
 
     def stored_objects(self) -> set[str]:
         if self.s3 is not None:
@@ -959,31 +993,40 @@ class FaultRun:
         return stored - self.known_objects()
 
     def _classify_orphans(self, orphans: set[str]) -> None:
-        """Why each orphan exists, from the broker logs and the SIGKILL times: an upload or
-        commit failure the broker logged, or a SIGKILL within 30 s after the object's
-        uuid7 time (a crash between upload and commit), else unexplained."""
+        """Why each orphan exists. A broker log line that gave the key up ("failing",
+        "refused", "could not delete", "leaving ... to GC") names the cause; otherwise a
+        SIGKILL of a broker that logged the key (or of any broker, if none did) within
+        30 s after the object's uuid7 time means a crash between upload and commit;
+        anything else is unexplained (a broker left it behind without saying so)."""
         from lakelog.storage.uuid7 import uuid7_time_ms
 
-        logs = "\n".join(b.log_text() for b in self.brokers)
+        logs = {b.name: b.log_text().splitlines() for b in self.brokers}
         causes: dict[str, int] = {}
         for key in sorted(orphans):
-            lines = [line for line in logs.splitlines() if key in line]
+            mentions = [
+                (name, line) for name, lines in logs.items() for line in lines if key in line
+            ]
+            final = [
+                line
+                for _, line in mentions
+                if any(w in line for w in ("failing", "refused", "could not delete", "to GC"))
+            ]
             cause = "unexplained"
-            if any("upload" in line for line in lines):
-                cause = "upload failed"
-            elif any("commit" in line for line in lines):
-                cause = "commit failed"
-            elif lines:
-                cause = "logged"
+            if final:
+                cause = "upload failed" if "upload" in final[-1] else "commit failed"
             else:
+                brokers = {name for name, _ in mentions} or set(logs)
                 with contextlib.suppress(ValueError):
                     made = uuid7_time_ms(uuid.UUID(key.rsplit("/", 1)[-1]))
-                    if any(0 <= k - made <= 30_000 for k in self.kill_times_ms):
+                    if any(
+                        name in brokers and 0 <= at - made <= 30_000
+                        for name, at in self.kill_times_ms
+                    ):
                         cause = "sigkill"
             causes[cause] = causes.get(cause, 0) + 1
-            if cause != "sigkill" and len(self.result.orphan_examples) < 10:
-                first = lines[0][:300] if lines else "(not in any broker log)"
-                self.result.orphan_examples.append(f"{key} [{cause}]: {first}")
+            if len(self.result.orphan_examples) < 10 and (cause != "sigkill" or mentions):
+                shown = (final or [line for _, line in mentions] or ["(in no broker log)"])[-1]
+                self.result.orphan_examples.append(f"{key} [{cause}]: {shown[:300]}")
         self.result.orphan_causes = causes
 
     def _scan_logs(self) -> None:
@@ -1016,6 +1059,10 @@ class FaultRun:
             self.s3.close()
         if self.pg is not None:
             self.pg.close()
+
+
+def _clock(ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
 
 
 def _exception_line(lines: list[str], at: int) -> str:

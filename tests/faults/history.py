@@ -17,6 +17,7 @@ Counts, each with a few examples so a failure points at producers, sequences and
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,9 @@ class Ack:
     seq: int
     partition: int
     offset: int
+    at: float = 0.0
+    """Wall-clock time of the delivery callback (0: unknown), to line violations up with
+    the fault events and broker logs."""
 
 
 @dataclass
@@ -94,10 +98,14 @@ class Verdict:
     """Stored records whose delivery failed or never finished: legal (the response was
     lost), reported so a run shows how often it happened."""
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    places: list[tuple[int, int]] = field(default_factory=list)
+    """(partition, offset) of the first records involved in an out-of-order or duplicate
+    finding, so the harness can ask the coordinator which broker committed them."""
 
-    def note(self, kind: str, text: str) -> None:
+    def note(self, kind: str, text: str, *places: tuple[int, int]) -> None:
         if len(self.examples[kind]) < EXAMPLES:
             self.examples[kind].append(text)
+            self.places.extend(p for p in places if p not in self.places)
 
     @property
     def ok(self) -> bool:
@@ -180,7 +188,7 @@ def check(
 
     # Duplicates, foreign records, order: walk every partition in offset order.
     copies: dict[RecordId, list[tuple[int, int]]] = defaultdict(list)
-    acked_at = {(p.name, a.seq): a.offset for p in producers for a in p.acks}
+    acked_at = {(p.name, a.seq): a for p in producers for a in p.acks}
     last: dict[tuple[str, int], tuple[int, int]] = {}
     """(producer, partition) -> (highest seq stored so far, its offset)."""
     for partition in sorted(at):
@@ -205,6 +213,8 @@ def check(
                     f"{rid[0]} p{partition}: seq {rid[1]} at offset {offset} after seq "
                     f"{prev[0]} at offset {prev[1]} ({_acked(acked_at, rid)}; "
                     f"{_acked(acked_at, (rid[0], prev[0]))})",
+                    (partition, prev[1]),
+                    (partition, offset),
                 )
             else:
                 last[key] = (rid[1], offset)
@@ -212,13 +222,20 @@ def check(
         if len(where) > 1:
             v.duplicated += len(where) - 1
             places = ", ".join(f"p{p}@{o}" for p, o in where[:4])
-            v.note("duplicated", f"{rid[0]} seq {rid[1]} stored {len(where)} times: {places}")
+            v.note(
+                "duplicated", f"{rid[0]} seq {rid[1]} stored {len(where)} times: {places}", *where
+            )
     return v
 
 
 _MISSING = object()
 
 
-def _acked(acked_at: Mapping[RecordId, int], rid: RecordId) -> str:
-    offset = acked_at.get(rid)
-    return f"seq {rid[1]} unacked" if offset is None else f"seq {rid[1]} acked at {offset}"
+def _acked(acked_at: Mapping[RecordId, Ack], rid: RecordId) -> str:
+    ack = acked_at.get(rid)
+    if ack is None:
+        return f"seq {rid[1]} unacked"
+    when = ""
+    if ack.at:
+        when = time.strftime(" %H:%M:%S", time.localtime(ack.at)) + f".{int(ack.at % 1 * 1000):03d}"
+    return f"seq {rid[1]} acked at {ack.offset}{when}"

@@ -71,6 +71,7 @@ def test_duplicates_count_extra_copies() -> None:
     assert v.duplicated == 2
     assert v.lost == v.out_of_order == v.gaps == 0
     assert "a seq 1 stored 3 times: p0@1, p0@2, p0@3" in v.examples["duplicated"]
+    assert v.places == [(0, 1), (0, 2), (0, 3)]
 
 
 def test_duplicate_across_partitions_is_foreign_not_silent() -> None:
@@ -94,6 +95,7 @@ def test_out_of_order_per_producer_and_partition() -> None:
     assert v.examples["out of order"][0] == (
         "a p0: seq 1 at offset 3 after seq 3 at offset 2 (seq 1 unacked; seq 3 acked at 2)"
     )
+    assert v.places[:2] == [(0, 2), (0, 3)]
     assert v.lost == v.duplicated == v.gaps == 0
 
 
