@@ -90,12 +90,21 @@ class Broker:
 
     # ---------------------------------------------------------------- cluster view
     async def live_brokers(self) -> list[BrokerInfo]:
-        """Registered brokers with a recent heartbeat (cached for a second)."""
+        """Registered brokers with a recent heartbeat (cached for a second).
+
+        A broker that missed its session is left out only once it is fenced: clients move
+        its partitions elsewhere when Metadata stops naming it, and a paused zombie that
+        wakes must not commit what it held after the new owner committed later records
+        of the same producer (fencing refuses its commits)."""
         fetched_at, brokers = self._brokers_cache
         if time.monotonic() - fetched_at > 1.0 or not brokers:
             since = int(time.time() * 1000) - self.settings.broker_session_timeout_ms
             try:
-                brokers = await self.coordinator.list_brokers(since)
+                brokers = [
+                    b
+                    for b in await self.coordinator.list_brokers(0)
+                    if b.last_heartbeat >= since or not await self._fence_if_silent(b, since)
+                ]
             except Exception as exc:
                 if not brokers or not is_outage(exc):
                     raise
@@ -166,17 +175,25 @@ class Broker:
         commit again under its old epoch (every broker checks; the first one wins)."""
         silent_since = int(time.time() * 1000) - self.settings.broker_session_timeout_ms
         for other in await self.coordinator.list_brokers(0):
-            if other.broker_id == self.broker_id or other.last_heartbeat >= silent_since:
-                continue
-            if await self.coordinator.fence_broker(
-                other.broker_id, other.broker_epoch, silent_since
-            ):
-                log.warning(
-                    "fenced broker %d (epoch %d): no heartbeat for %d ms",
-                    other.broker_id,
-                    other.broker_epoch,
-                    self.settings.broker_session_timeout_ms,
-                )
+            if other.last_heartbeat < silent_since:
+                await self._fence_if_silent(other, silent_since)
+
+    async def _fence_if_silent(self, other: BrokerInfo, silent_since: int) -> bool:
+        """Fence `other` if it is still silent under that epoch; True when it is fenced
+        now (False: it heartbeated meanwhile, or someone fenced it first)."""
+        if other.broker_id == self.broker_id:
+            return False
+        fenced = await self.coordinator.fence_broker(
+            other.broker_id, other.broker_epoch, silent_since
+        )
+        if fenced:
+            log.warning(
+                "fenced broker %d (epoch %d): no heartbeat for %d ms",
+                other.broker_id,
+                other.broker_epoch,
+                self.settings.broker_session_timeout_ms,
+            )
+        return fenced
 
     async def reregister(self, why: str) -> None:
         """This broker was fenced: take a new epoch before committing anything again."""

@@ -7,8 +7,8 @@ their `--rack`.
 
 from __future__ import annotations
 
+import hashlib
 import re
-import zlib
 from collections.abc import Sequence
 from uuid import UUID
 
@@ -34,11 +34,22 @@ def zone_brokers(brokers: Sequence[BrokerInfo], zone: str | None) -> list[Broker
 
 
 def partition_broker(brokers: Sequence[BrokerInfo], topic_id: UUID, partition: int) -> int:
-    """A stable pick among `brokers` (sorted by id), so load spreads across them and one
-    partition's keyed traffic goes to one broker while membership is unchanged."""
-    ordered = sorted(brokers, key=lambda b: b.broker_id)
-    index = zlib.crc32(topic_id.bytes + partition.to_bytes(4, "big")) % len(ordered)
-    return ordered[index].broker_id
+    """The broker with the highest hash of (partition, broker id): rendezvous hashing.
+
+    Load spreads evenly, and a broker joining or leaving moves only the partitions it
+    gains or loses. Every move lets a plain producer's in-flight requests on the old
+    broker commit after its next ones on the new one, so a restarted neighbour must not
+    move everybody's partitions (a modulo over the broker list did)."""
+    key = topic_id.bytes + partition.to_bytes(4, "big")
+    return max(
+        brokers,
+        key=lambda b: (
+            hashlib.blake2b(
+                key + b.broker_id.to_bytes(4, "big", signed=True), digest_size=8
+            ).digest(),
+            b.broker_id,
+        ),
+    ).broker_id
 
 
 def count_bytes(direction: str, client: str | None, broker: str | None, size: int) -> None:

@@ -29,3 +29,15 @@ def test_partition_broker_is_stable_and_spreads() -> None:
     picks = [partition_broker(brokers, topic, p) for p in range(60)]
     assert picks == [partition_broker(list(reversed(brokers)), topic, p) for p in range(60)]
     assert set(picks) == {0, 1, 2}
+
+
+def test_a_broker_leaving_moves_only_its_own_partitions() -> None:
+    """Rendezvous hashing: the partitions of the brokers that stay do not move, so a
+    restarted or paused neighbour cannot reorder everybody's in-flight produce."""
+    brokers = [_broker(i, None) for i in range(4)]
+    topic = uuid4()
+    before = {p: partition_broker(brokers, topic, p) for p in range(400)}
+    after = {p: partition_broker(brokers[:2] + brokers[3:], topic, p) for p in range(400)}
+    moved = {p for p in before if before[p] != after[p]}
+    assert moved == {p for p in before if before[p] == 2}
+    assert 60 < len(moved) < 140  # about a quarter
