@@ -24,7 +24,8 @@ from e2e_fixtures import BrokerFactory
 from e2e_harness import create_topic, wait_until
 from steady_clients import SteadyProducer, healthy, total_acks
 
-PARTITIONS = 6
+PARTITIONS = 12
+"""Enough that both brokers get some: each partition lands on either with even odds."""
 STEP_ACKS = 1500
 
 
