@@ -102,6 +102,11 @@ wal_buffers_in_flight = Gauge(
     registry=REGISTRY,
 )
 wal_objects_total = Counter("lakelog_wal_objects", "WAL objects committed", registry=REGISTRY)
+wal_abandoned_batches_total = Counter(
+    "lakelog_wal_abandoned_batches",
+    "Batches not committed because their client closed the connection before the commit",
+    registry=REGISTRY,
+)
 wal_commit_failures_total = Counter(
     "lakelog_wal_commit_failures",
     "WAL objects whose upload or commit failed",

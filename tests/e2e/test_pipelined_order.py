@@ -155,3 +155,19 @@ def test_plain_producer_order_with_mixed_sizes(pressed_broker: BrokerProcess, ro
     assert out_of_place == 0, f"{out_of_place} records out of place"
     assert stored == list(range(count))
     assert [acked[seq] for seq in range(count)] == list(range(count))
+
+
+def test_produce_abandoned_before_its_commit_is_not_stored(broker_factory: BrokerFactory) -> None:
+    """A client that closes its connection before the acknowledgement (it gave up on a slow
+    broker and will send the records elsewhere) leaves nothing behind here, so a plain
+    producer's resend cannot become a duplicate."""
+    proc = broker_factory({"FAULT_COMMIT_DELAY_MS": 1500})
+    topic = f"abandoned-{uuid.uuid4().hex[:8]}"
+    create_topic(proc.bootstrap, topic, partitions=1)
+    with WireClient(proc.port) as client:
+        frame = encode_request(0, 7, 1, produce_v7({topic: {0: record_batch([b"gone"], 1)}}))
+        client.send_raw(frame)
+        time.sleep(0.3)  # read and in the WAL; its commit waits 1.5 s
+    with WireClient(proc.port, timeout=30) as client:
+        answer = client.request(0, 7, produce_v7({topic: {0: record_batch([b"kept"], 1)}}))
+    assert produce_errors(answer)[(topic, 0)] == (0, 0)

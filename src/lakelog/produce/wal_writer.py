@@ -241,6 +241,24 @@ class WalWriter:
         buffer: _Buffer,
         epoch: int,
     ) -> None:
+        if any(future.cancelled() for future in buffer.futures):
+            kept = [i for i, future in enumerate(buffer.futures) if not future.cancelled()]
+            # Their requests were abandoned (the client closed the connection, e.g. it
+            # gave up on a paused broker and sent the records elsewhere): nobody can be
+            # told of them, so they are not committed and cannot come back as duplicates.
+            log.info(
+                "%d batches of %s not committed: their clients left",
+                len(buffer.futures) - len(kept),
+                key,
+            )
+            metrics.wal_abandoned_batches_total.inc(len(buffer.futures) - len(kept))
+            if not kept:
+                self._delete_later(key)
+                return
+            buffer = _Buffer(
+                [buffer.entries[i] for i in kept], [buffer.futures[i] for i in kept], buffer.size
+            )
+            placements = [placements[i] for i in kept]
         batches = [
             CommitBatch(
                 topic_id=r.topic_id,

@@ -322,3 +322,33 @@ async def test_failed_upload_leaves_no_object(coordinator: BatchCoordinator) -> 
     assert result.error == ErrorCode.kafka_storage_error
     await writer.close()
     assert await inner.list("wal") == []
+
+
+async def test_batches_of_an_abandoned_request_are_not_committed(
+    coordinator: BatchCoordinator,
+) -> None:
+    """A request cancelled before its commit (its connection closed) leaves no record: the
+    client was never told, and may have sent the records elsewhere already."""
+    storage = FlakyStorage(ObjectStorage.from_url("memory://"))
+    storage.gate = asyncio.Event()
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, coordinator, [], max_buffer_bytes=1 << 20, commit_interval_ms=10)
+    gone = await writer.append([_request(topic_id, 0, b"gone")])
+    kept = await writer.append([_request(topic_id, 0, b"kept")])
+    await asyncio.sleep(0.05)  # sealed, upload held
+    gone[0].cancel()
+    storage.gate.set()
+    [result] = await asyncio.wait_for(asyncio.gather(*kept), 5)
+    assert (result.error, result.base_offset) == (ErrorCode.none, 0)
+    [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 0, 0, 1 << 20)])
+    assert [b.base_offset for b in found.batches] == [0]
+    # Every request abandoned: nothing committed, and the object is removed.
+    storage.gate.clear()
+    alone = await writer.append([_request(topic_id, 1, b"alone")])
+    await asyncio.sleep(0.05)
+    alone[0].cancel()
+    storage.gate.set()
+    await writer.close()
+    [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 1, 0, 1 << 20)])
+    assert list(found.batches) == []
+    assert len(await storage.inner.list("wal")) == 1
