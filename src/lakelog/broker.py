@@ -29,6 +29,11 @@ from lakelog.txn.expiry import TransactionTimeouts
 
 log = logging.getLogger(__name__)
 
+BROKERS_CACHE_S = 0.1
+"""How long the live broker list is reused. Short: a client that sees a broker left out
+drops its connection to it (librdkafka decommissions it, resending what was in flight
+elsewhere), so every broker must name a re-registered broker again at once."""
+
 
 class Broker:
     def __init__(self, settings: Settings) -> None:
@@ -90,14 +95,14 @@ class Broker:
 
     # ---------------------------------------------------------------- cluster view
     async def live_brokers(self) -> list[BrokerInfo]:
-        """Registered brokers with a recent heartbeat (cached for a second).
+        """Registered brokers with a recent heartbeat (cached for BROKERS_CACHE_S).
 
         A broker that missed its session is left out only once it is fenced: clients move
         its partitions elsewhere when Metadata stops naming it, and a paused zombie that
         wakes must not commit what it held after the new owner committed later records
         of the same producer (fencing refuses its commits)."""
         fetched_at, brokers = self._brokers_cache
-        if time.monotonic() - fetched_at > 1.0 or not brokers:
+        if time.monotonic() - fetched_at > BROKERS_CACHE_S or not brokers:
             since = int(time.time() * 1000) - self.settings.broker_session_timeout_ms
             try:
                 brokers = [
@@ -205,7 +210,12 @@ class Broker:
             self._brokers_cache = (0.0, [])
             log.warning("re-registered with epoch %d (was %d): %s", self.broker_epoch, old, why)
 
-    def _on_fenced(self) -> None:
+    def _on_fenced(self, epoch: int) -> None:
+        """A commit under `epoch` was refused. Re-register unless that already happened
+        (the heartbeat may have): a second time would fence our own newer epoch and
+        refuse the objects sealed under it."""
+        if epoch != self.broker_epoch:
+            return
         if not self._registering.locked():
             task = asyncio.get_running_loop().create_task(
                 self.reregister("a commit was refused with STALE_BROKER_EPOCH")

@@ -16,7 +16,7 @@ from e2e_wire import WireClient, produce_errors, produce_v7
 from lakelog.protocol.records import read_header, split_batches
 from tests.support.batches import build_batch
 
-NOT_LEADER_OR_FOLLOWER = 6
+KAFKA_STORAGE_ERROR = 56
 CLUSTER = {
     "BROKER_SESSION_TIMEOUT_MS": 2000,
     "BROKER_HEARTBEAT_INTERVAL_MS": 200,
@@ -77,7 +77,7 @@ def test_paused_broker_is_fenced_and_its_late_commit_refused(tmp_path: Path) -> 
         finally:
             os.kill(zombie.proc.pid, signal.SIGCONT)
         sender.join(30)
-        assert answer["zombie"] == {("fenced", 0): (NOT_LEADER_OR_FOLLOWER, -1)}
+        assert answer["zombie"] == {("fenced", 0): (KAFKA_STORAGE_ERROR, -1)}
         assert _fetch_all(healthy.port, "fenced") == []  # nothing unacknowledged appeared
 
         # The producer retries (here: on the healthy broker) and lands exactly once.

@@ -145,8 +145,12 @@ def _partition_result(
     mine = results[outcome.first : outcome.first + outcome.count]
     for r in mine:
         if r.error == ErrorCode.stale_broker_epoch:
-            # This broker was fenced: the client should retry, possibly elsewhere.
-            return ErrorCode.not_leader_or_follower, -1, -1, -1
+            # This broker was fenced, so nothing of it was stored. Not NOT_LEADER: clients
+            # re-queue that without counting a retry (it promises "not stored, resend
+            # freely"), behind the requests this broker accepted meanwhile under its new
+            # epoch, so a plain producer's records would land out of order.
+            # KAFKA_STORAGE_ERROR is a counted retry (a failure with retries=0).
+            return ErrorCode.kafka_storage_error, -1, -1, -1
         if r.error != ErrorCode.none:
             return r.error, -1, -1, -1
     first = mine[0]

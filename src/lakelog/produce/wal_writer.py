@@ -85,7 +85,7 @@ class WalWriter:
         commit_interval_ms: int,
         max_sealed_buffers: int,
         on_commit: Callable[[CommittedObject], None],
-        on_fenced: Callable[[], None] = lambda: None,
+        on_fenced: Callable[[int], None] = lambda epoch: None,
         commit_delay_ms: int = 0,
         commit_retry_ms: int = 25_000,
     ) -> None:
@@ -283,7 +283,7 @@ class WalWriter:
         metrics.wal_objects_total.inc()
         if any(r.error == ErrorCode.stale_broker_epoch for r in results):
             log.warning("commit of %s refused: this broker was fenced", key)
-            self._on_fenced()
+            self._on_fenced(epoch)
         accepted = [
             (request, result, offset)
             for request, result, (offset, _) in zip(
