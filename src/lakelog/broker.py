@@ -76,6 +76,11 @@ class Broker:
         self._brokers_cache: tuple[float, list[BrokerInfo]] = (0.0, [])
         self._stopped = asyncio.Event()
         self._registering = asyncio.Lock()
+        self._coordinator_ok_since: float | None = None
+        """Monotonic time since which this broker's heartbeats have all succeeded; None
+        while they fail (a coordinator outage silences every broker at once)."""
+        self._doubt_since_ms = int(time.time() * 1000)
+        """Wall time when this broker last started, or last lost the coordinator."""
 
     async def _leave_cluster(self) -> None:
         """Controlled shutdown: retire our epoch now, so Metadata stops naming this broker at
@@ -111,6 +116,8 @@ class Broker:
                     if b.last_heartbeat >= since or not await self._fence_if_silent(b, since)
                 ]
             except Exception as exc:
+                if is_outage(exc):
+                    self._lost_coordinator()
                 if not brokers or not is_outage(exc):
                     raise
                 # Database down: the brokers we last saw still serve (Metadata and
@@ -169,10 +176,13 @@ class Broker:
             await asyncio.sleep(interval)
             try:
                 error = await self.coordinator.heartbeat_broker(self.broker_id, self.broker_epoch)
+                if self._coordinator_ok_since is None:
+                    self._coordinator_ok_since = time.monotonic()
                 if error != ErrorCode.none:
                     await self.reregister(f"heartbeat answered {error.name}")
                 await self._fence_silent_brokers()
             except Exception:
+                self._lost_coordinator()
                 log_failure(log, "broker heartbeat failed")
 
     async def _fence_silent_brokers(self) -> None:
@@ -185,8 +195,19 @@ class Broker:
 
     async def _fence_if_silent(self, other: BrokerInfo, silent_since: int) -> bool:
         """Fence `other` if it is still silent under that epoch; True when it is fenced
-        now (False: it heartbeated meanwhile, or someone fenced it first)."""
+        now (False: it heartbeated meanwhile, someone fenced it first, or our own view is
+        not to be trusted yet).
+
+        After a coordinator outage every broker looks silent, and fencing them all would
+        refuse every commit held through the outage and move every partition. So until
+        this broker's own heartbeats have succeeded for a whole session (also after it
+        starts), it fences only brokers that were silent before its doubt began."""
         if other.broker_id == self.broker_id:
+            return False
+        session_ms = self.settings.broker_session_timeout_ms
+        ok_since = self._coordinator_ok_since
+        trusted = ok_since is not None and time.monotonic() - ok_since >= session_ms / 1000
+        if not trusted and other.last_heartbeat >= self._doubt_since_ms - session_ms:
             return False
         fenced = await self.coordinator.fence_broker(
             other.broker_id, other.broker_epoch, silent_since
@@ -199,6 +220,11 @@ class Broker:
                 self.settings.broker_session_timeout_ms,
             )
         return fenced
+
+    def _lost_coordinator(self) -> None:
+        if self._coordinator_ok_since is not None:
+            self._doubt_since_ms = int(time.time() * 1000)
+        self._coordinator_ok_since = None
 
     async def reregister(self, why: str) -> None:
         """This broker was fenced: take a new epoch before committing anything again."""
