@@ -97,6 +97,9 @@ class Verdict:
     stored_unacked: int = 0
     """Stored records whose delivery failed or never finished: legal (the response was
     lost), reported so a run shows how often it happened."""
+    duplicated_plain: int = 0
+    out_of_order_plain: int = 0
+    """The part of `duplicated` and `out_of_order` that non-idempotent producers saw."""
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     places: list[tuple[int, int]] = field(default_factory=list)
     """(partition, offset) of the first records involved in an out-of-order or duplicate
@@ -116,7 +119,8 @@ class Verdict:
             f"sent {self.sent}, acked {self.acked}, failed {self.failed}, "
             f"unflushed {self.unflushed}, stored {self.stored} "
             f"(unacked but stored {self.stored_unacked}, foreign {self.foreign}); "
-            f"lost {self.lost}, duplicated {self.duplicated}, out of order {self.out_of_order}, "
+            f"lost {self.lost}, duplicated {self.duplicated} (plain {self.duplicated_plain}), "
+            f"out of order {self.out_of_order} (plain {self.out_of_order_plain}), "
             f"gaps {self.gaps}, fatal {self.fatal}"
         )
         lines = [head]
@@ -208,6 +212,7 @@ def check(
             prev = last.get(key)
             if prev is not None and rid[1] < prev[0]:
                 v.out_of_order += 1
+                v.out_of_order_plain += not owner.idempotent
                 v.note(
                     "out of order",
                     f"{rid[0]} p{partition}: seq {rid[1]} at offset {offset} after seq "
@@ -221,6 +226,8 @@ def check(
     for rid, where in copies.items():
         if len(where) > 1:
             v.duplicated += len(where) - 1
+            if not by_name[rid[0]].idempotent:
+                v.duplicated_plain += len(where) - 1
             places = ", ".join(f"p{p}@{o}" for p, o in where[:4])
             v.note(
                 "duplicated", f"{rid[0]} seq {rid[1]} stored {len(where)} times: {places}", *where

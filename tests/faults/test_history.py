@@ -143,3 +143,22 @@ def test_examples_are_bounded() -> None:
     v = check([a], {0: []}, {0: 100})
     assert v.lost == 100 and v.gaps == 100
     assert len(v.examples["lost"]) == 10
+
+
+def test_plain_producers_findings_are_counted_apart() -> None:
+    """Duplicates and reorderings are attributed to the kind of producer that saw them."""
+    plain = ProducerHistory("plain", idempotent=False, sent={0: 0, 1: 0})
+    safe = ProducerHistory("safe", idempotent=True, sent={0: 0, 1: 0})
+    log = {
+        0: [
+            Stored(0, encode_value("plain", 1, 10)),
+            Stored(1, encode_value("plain", 0, 10)),
+            Stored(2, encode_value("plain", 0, 10)),
+            Stored(3, encode_value("safe", 0, 10)),
+            Stored(4, encode_value("safe", 1, 10)),
+            Stored(5, encode_value("safe", 1, 10)),
+        ]
+    }
+    v = check([plain, safe], log, {0: 6})
+    assert (v.duplicated, v.duplicated_plain) == (2, 1), v.summary()
+    assert (v.out_of_order, v.out_of_order_plain) == (1, 1), v.summary()
