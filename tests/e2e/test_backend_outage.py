@@ -11,21 +11,16 @@ through a ~10 s stop without losing a record.
 from __future__ import annotations
 
 import datetime
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_backends import SCALE_OUT
 from e2e_fixtures import BrokerFactory
-from e2e_harness import HOST, BrokerProcess, create_topic, free_port, wait_until
+from e2e_harness import BrokerProcess, create_topic, wait_until
 from e2e_wire import (
     WireClient,
     api_versions_v0,
@@ -39,60 +34,23 @@ from e2e_wire import (
 )
 
 from lakelog.errors import ErrorCode
-
-ROOT = Path(__file__).resolve().parents[2]
-PG_SCRIPT = ROOT / "scripts" / "postgres.sh"
+from tests.support.postgres_server import PostgresUnavailable, RestartablePostgres
+from tests.support.responses import error_codes
 
 pytestmark = pytest.mark.skipif(
     SCALE_OUT, reason="runs its own PostgreSQL server; once, on the embedded pass, is enough"
 )
 
 
-class OwnPostgres:
-    """scripts/postgres.sh's server, stoppable and restartable on one data dir and port."""
+class OwnPostgres(RestartablePostgres):
+    """The test's own server, started at once (skipped where none can start)."""
 
     def __init__(self) -> None:
-        # Not under pytest's tmp dirs: their 0700 parents keep the server user out.
-        self.dir = Path(tempfile.mkdtemp(prefix="lakelog-outage-pg."))
-        self.port = free_port()
-        out = subprocess.run(
-            ["bash", str(PG_SCRIPT), "start", str(self.dir), str(self.port)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if out.returncode != 0:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            pytest.skip(f"cannot start PostgreSQL: {out.stderr.strip()[-300:]}")
-        self.url = out.stdout.strip().splitlines()[-1]
-
-    def _pg_ctl(self, *args: str) -> None:
-        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
-        pg_ctl = str(found[-1]) if found else (shutil.which("pg_ctl") or "pg_ctl")
-        cmd = [pg_ctl, "-D", str(self.dir / "data"), *args]
-        if os.geteuid() == 0:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, capture_output=True, timeout=90, check=True)
-
-    def stop_server(self) -> None:
-        self._pg_ctl("-m", "fast", "-w", "-t", "60", "stop")
-
-    def start_server(self) -> None:
-        opts = (
-            f"-c listen_addresses={HOST} -p {self.port} -k {self.dir}/sock -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300 "
-            "-c shared_buffers=64MB"
-        )
-        self._pg_ctl("-l", str(self.dir / "server.log"), "-w", "-t", "60", "start", "-o", opts)
-
-    def close(self) -> None:
-        subprocess.run(
-            ["bash", str(PG_SCRIPT), "stop", str(self.dir)],
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
+        super().__init__(prefix="lakelog-outage-pg.")
+        try:
+            self.start()
+        except PostgresUnavailable as exc:
+            pytest.skip(str(exc))
 
 
 @pytest.fixture
@@ -195,24 +153,6 @@ def _create_topics(name: str) -> tuple[int, int, Any]:
     )
 
 
-def _codes(obj: Any) -> list[ErrorCode]:
-    """Every error code in a response, however deep."""
-    import dataclasses
-
-    found: list[ErrorCode] = []
-    if dataclasses.is_dataclass(obj):
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if isinstance(value, ErrorCode):
-                found.append(value)
-            else:
-                found.extend(_codes(value))
-    elif isinstance(obj, tuple):
-        for item in obj:
-            found.extend(_codes(item))
-    return found
-
-
 def test_outage_is_answered_on_the_same_connection(
     broker_factory: BrokerFactory, postgres: OwnPostgres
 ) -> None:
@@ -245,9 +185,9 @@ def test_outage_is_answered_on_the_same_connection(
         found = wire.request(*_find_coordinator(group))
         assert found.error_code in (ErrorCode.none, coordinator)
         commit = wire.request(*_offset_commit(group, topic, 2))
-        assert _codes(commit) == [coordinator]
+        assert error_codes(commit) == [coordinator]
         fetched = wire.request(*_offset_fetch(group, topic))
-        assert set(_codes(fetched)) == {coordinator}
+        assert set(error_codes(fetched)) == {coordinator}
         joined = wire.request(*_join_group(f"{group}-join"))
         assert joined.error_code in (ErrorCode.none, coordinator)
         pid = wire.request(*_init_producer_id())
@@ -272,7 +212,7 @@ def test_outage_is_answered_on_the_same_connection(
         offsets = wire.request(2, 1, list_offsets_v1(topic, 0, -1))
         (latest,) = [p for t in offsets.topics for p in t.partitions]
         assert latest.error_code == ErrorCode.none and latest.offset == 3
-        assert _codes(wire.request(*_offset_commit(group, topic, 3))) == [ErrorCode.none]
+        assert error_codes(wire.request(*_offset_commit(group, topic, 3))) == [ErrorCode.none]
         fetched = wire.request(*_offset_fetch(group, topic))
         assert [p.committed_offset for t in fetched.topics for p in t.partitions] == [3]
         assert wire.request(*_init_producer_id()).error_code == ErrorCode.none

@@ -34,7 +34,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -61,6 +60,7 @@ from tests.faults.history import (  # noqa: E402
     check,
     encode_value,
 )
+from tests.support.postgres_server import RestartablePostgres  # noqa: E402
 
 HOST = "127.0.0.1"
 BACKENDS = ("sqlite-files", "postgres-s3")
@@ -69,7 +69,6 @@ SECRET_KEY = "testing"
 BUCKET_PREFIX = "lakelog"
 DROPPED_RE = re.compile(r"closing (\S+): (?:SASL )?request failed")
 PROXY_SCRIPT = REPO / "tests" / "support" / "s3_fault_proxy.py"
-PG_SCRIPT = REPO / "scripts" / "postgres.sh"
 
 BROKER_ENV: dict[str, object] = {
     "BROKER_SESSION_TIMEOUT_MS": 3000,
@@ -153,71 +152,11 @@ def postgres_missing() -> str | None:
     return None
 
 
-class Postgres:
-    """A PostgreSQL server of our own (scripts/postgres.sh), stoppable and restartable on
-    the same data directory and port, so brokers see an outage and a recovery."""
+class Postgres(RestartablePostgres):
+    """The harness's own PostgreSQL server (see tests/support/postgres_server.py)."""
 
     def __init__(self) -> None:
-        # Not under pytest's tmp dirs: their 0700 parents keep the server user out.
-        self.dir = Path(tempfile.mkdtemp(prefix="lakelog-faults-pg."))
-        self.port = free_port()
-        self.url = ""
-        self.running = False
-
-    def start(self) -> str:
-        out = subprocess.run(
-            ["bash", str(PG_SCRIPT), "start", str(self.dir), str(self.port)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"postgres.sh start failed: {out.stderr}")
-        self.url = out.stdout.strip().splitlines()[-1]
-        self.running = True
-        return self.url
-
-    def _pg_ctl(self, *args: str) -> None:
-        bindir = max(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), default=None)
-        pg_ctl = str(bindir) if bindir else (shutil.which("pg_ctl") or "pg_ctl")
-        cmd = [pg_ctl, "-D", str(self.dir / "data"), *args]
-        if os.geteuid() == 0:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, capture_output=True, timeout=60, check=True)
-
-    def stop_server(self) -> None:
-        """A fast shutdown: open connections are terminated, new ones refused."""
-        self._pg_ctl("-m", "fast", "-w", "-t", "30", "stop")
-        self.running = False
-
-    def start_server(self) -> None:
-        # The options of scripts/postgres.sh: same port and socket dir.
-        opts = (
-            f"-c listen_addresses={HOST} -p {self.port} -k {self.dir}/sock -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300 "
-            "-c shared_buffers=64MB"
-        )
-        self._pg_ctl("-l", str(self.dir / "server.log"), "-w", "-t", "30", "start", "-o", opts)
-        self.running = True
-
-    def new_database(self) -> str:
-        import psycopg
-
-        name = f"faults_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url.rpartition("/")[0] + "/" + name
-
-    def close(self) -> None:
-        subprocess.run(
-            ["bash", str(PG_SCRIPT), "stop", str(self.dir)],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        self.running = False
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().__init__(prefix="lakelog-faults-pg.")
 
 
 class S3WithFaults:

@@ -27,6 +27,7 @@ from lakelog.errors import ErrorCode
 from lakelog.outage import is_outage
 from lakelog.protocol.frames import api_schema, encode_response
 from lakelog.storage.store import ObjectExistsError, ObjectNotFoundError, StorageError
+from tests.support.responses import error_codes
 
 API_VERSIONS = 18
 OUTAGE = psycopg_pool.PoolTimeout("couldn't get a connection after 5.00 sec")
@@ -74,22 +75,6 @@ def _context(api_key: int, version: int) -> RequestContext:
     return RequestContext(api_key, version, 1, "test", broker, "peer")  # type: ignore[arg-type]
 
 
-def _error_codes(obj: Any) -> list[ErrorCode]:
-    """Every error code anywhere in a decoded response."""
-    found = []
-    if dataclasses.is_dataclass(obj):
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if isinstance(value, ErrorCode):
-                found.append(value)
-            else:
-                found.extend(_error_codes(value))
-    elif isinstance(obj, tuple):
-        for item in obj:
-            found.extend(_error_codes(item))
-    return found
-
-
 CASES = [
     (key, version)
     for key, spec in sorted(HANDLERS.items())
@@ -114,7 +99,7 @@ def test_outage_answer_encodes_and_carries_the_retriable_code(api_key: int, vers
     assert schema is not None
     frame = encode_response(schema, 1, response, header_flexible=False)
     decoded, _ = entity_reader(load_response_schema(api_key, version))(frame, 8)
-    codes = _error_codes(decoded)
+    codes = error_codes(decoded)
     expected = ErrorCode.leader_not_available if api_key == 3 else PLANS[api_key].code
     assert expected in codes, (api_key, version, codes)
     assert expected.retriable
