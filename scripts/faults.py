@@ -8,7 +8,7 @@ Exits 1 if any invariant broke on any backend: lost acknowledged records, duplic
 reordered records of idempotent producers (plain producers' are printed: known open, see
 Result.broken), offset gaps, fatal producer errors, client connections closed for a failed
 request, or orphan objects left behind that no SIGKILL between upload and commit explains.
-The harness itself lives in tests/faults/harness.py (the short form runs in `make test`).
+The harness itself lives in tests/faults/ (harness.py runs it) (the short form runs in `make test`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from tests.faults.harness import (  # noqa: E402
     LONG_PLAN,
     SHORT_PLAN,
     Result,
-    postgres_missing,
     run_backend,
     table,
 )
+from tests.faults.servers import postgres_missing  # noqa: E402
 
 
 def main() -> int:

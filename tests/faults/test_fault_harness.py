@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import SHORT_PLAN, postgres_missing, run_backend
+from tests.faults.harness import SHORT_PLAN, run_backend
+from tests.faults.servers import postgres_missing
 
 pytestmark = pytest.mark.e2e
 
