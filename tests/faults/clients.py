@@ -5,26 +5,18 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-_E2E = str(REPO / "tests" / "e2e")
-if _E2E not in sys.path:
-    sys.path.insert(0, _E2E)
-
-
-from tests.faults.history import (  # noqa: E402
+from tests.faults.history import (
     Ack,
     ProducerHistory,
     Stored,
     encode_value,
 )
-from tests.faults.plan import Plan  # noqa: E402
+from tests.faults.plan import Plan
 
 
 def client_logger() -> logging.Logger:

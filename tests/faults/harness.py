@@ -26,7 +26,6 @@ import heapq
 import random
 import re
 import sqlite3
-import sys
 import threading
 import time
 import traceback
@@ -36,21 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-_E2E = str(REPO / "tests" / "e2e")
-if _E2E not in sys.path:
-    sys.path.insert(0, _E2E)
+from e2e_backends import Backend
+from e2e_harness import BrokerError, create_topic
 
-from e2e_backends import Backend  # noqa: E402
-from e2e_harness import BrokerError, create_topic  # noqa: E402
-
-from tests.faults.clients import FaultProducer, TailingConsumer, read_back  # noqa: E402
-from tests.faults.history import (  # noqa: E402
+from tests.faults.clients import FaultProducer, TailingConsumer, read_back
+from tests.faults.history import (
     Verdict,
     check,
 )
-from tests.faults.plan import LONG_PLAN, SHORT_PLAN, Plan  # noqa: E402,F401 (re-exported)
-from tests.faults.servers import (  # noqa: E402
+from tests.faults.plan import LONG_PLAN, SHORT_PLAN, Plan  # noqa: F401 (re-exported)
+from tests.faults.servers import (
     FaultBroker,
     Postgres,
     S3WithFaults,

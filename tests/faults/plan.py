@@ -3,32 +3,7 @@ the long one (make faults)."""
 
 from __future__ import annotations
 
-import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-_E2E = str(REPO / "tests" / "e2e")
-if _E2E not in sys.path:
-    sys.path.insert(0, _E2E)
-
-
-HOST = "127.0.0.1"
-BACKENDS = ("sqlite-files", "postgres-s3")
-ACCESS_KEY = "testing"
-SECRET_KEY = "testing"
-BUCKET_PREFIX = "lakelog"
-DROPPED_RE = re.compile(r"closing (\S+): (?:SASL )?request failed")
-PROXY_SCRIPT = REPO / "tests" / "support" / "s3_fault_proxy.py"
-
-BROKER_ENV: dict[str, object] = {
-    "BROKER_SESSION_TIMEOUT_MS": 3000,
-    "BROKER_HEARTBEAT_INTERVAL_MS": 500,
-    "PRODUCE_COMMIT_INTERVAL_MS": 100,
-}
-"""A low session timeout, so a killed or paused broker is declared dead (and fenced)
-within seconds and clients move to the others."""
 
 
 @dataclass(frozen=True)

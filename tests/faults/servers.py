@@ -18,16 +18,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from e2e_backends import Backend
+from e2e_harness import BrokerProcess, free_port
+
+from tests.support.postgres_server import RestartablePostgres
+
 REPO = Path(__file__).resolve().parents[2]
-_E2E = str(REPO / "tests" / "e2e")
-if _E2E not in sys.path:
-    sys.path.insert(0, _E2E)
-
-from e2e_backends import Backend  # noqa: E402
-from e2e_harness import BrokerProcess, free_port  # noqa: E402
-
-from tests.support.postgres_server import RestartablePostgres  # noqa: E402
-
 HOST = "127.0.0.1"
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
