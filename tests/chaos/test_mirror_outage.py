@@ -2,7 +2,7 @@
 producers keep writing to the source cluster through its other broker; restarted on the
 same port and data dir, the mirror catches up the backlog (many times the in-flight cap)
 with the destination broker's fetch buffers under `mirror.max.inflight.bytes` and its RSS
-growth bounded by the cap, not by the backlog or the partition count.
+growth bounded by twice the cap, not by the backlog or the partition count.
 
 The source cluster is two brokers on one data dir, in zones a and b. The mirror's client
 names zone a, so it only ever talks to the zone-a broker; producers name zone b."""
@@ -123,5 +123,8 @@ def test_catch_up_after_an_outage_stays_under_the_memory_cap(
         f"{idle / MiB:.0f} MiB, peak {sampler.peak / MiB:.0f} MiB (+{growth / MiB:.1f} MiB)"
     )
     assert 0 < buffer_peak <= CAP
-    assert growth < CAP, f"RSS grew {growth / MiB:.1f} MiB during catch-up (cap 8 MiB)"
+    # The buffers hold at most CAP; one more CAP covers the copies being decoded and written
+    # and the allocator's slack. A leak or an unbounded buffer shows the backlog (six times
+    # the cap), so twice the cap still tells the two apart.
+    assert growth < 2 * CAP, f"RSS grew {growth / MiB:.1f} MiB during catch-up (bound 16 MiB)"
     assert metric_sum(samples, "lakelog_mirror_failures_total") == 0
