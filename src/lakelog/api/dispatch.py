@@ -8,19 +8,23 @@ from typing import TYPE_CHECKING
 
 from lakelog import metrics
 from lakelog.api.context import RequestContext
-from lakelog.api.outage import answer_outage
+from lakelog.api.outage import answer_outage, build_error_response
 from lakelog.api.raw import NoResponse, RawResponse
 from lakelog.api.registry import HANDLERS, PASSES_AT_START
+from lakelog.errors import ErrorCode
 from lakelog.net.server import Buffers, CloseConnection, Turn
 from lakelog.protocol.frames import (
     API_VERSIONS_KEY,
+    ApiSchema,
     MalformedRequest,
+    RequestHeader,
     api_schema,
     decode_body,
     encode_response,
     frame_prefix,
     parse_header,
 )
+from lakelog.protocol.nulls import wrong_null
 
 if TYPE_CHECKING:
     from lakelog.broker import Broker
@@ -69,9 +73,12 @@ class Dispatcher:
             request = (
                 frame[header.body_offset :] if spec.raw else decode_body(schema, frame, header)
             )
+            field = None if spec.raw else wrong_null(request, header.api_key, header.api_version)
+            if field is not None:
+                raise MalformedRequest(f"non-nullable field {field} is null")
         except MalformedRequest as exc:
             metrics.request_errors_total.labels(api=api_name).inc()
-            raise CloseConnection(str(exc)) from exc
+            return self._invalid_request(header, schema, api_name, peer, exc)
         ctx = RequestContext(
             header.api_key,
             header.api_version,
@@ -102,6 +109,41 @@ class Dispatcher:
                 frame_prefix(header.correlation_id, response.size, header_flexible),
                 *response.parts,
             ]
+        return [
+            encode_response(
+                schema, header.correlation_id, response, header_flexible=header_flexible
+            )
+        ]
+
+    def _invalid_request(
+        self,
+        header: RequestHeader,
+        schema: ApiSchema,
+        api_name: str,
+        peer: str,
+        exc: MalformedRequest,
+    ) -> Buffers:
+        """A request whose header parsed but whose body did not: the API's response with
+        INVALID_REQUEST as its top-level error, or (APIs without one: Kafka closes the
+        connection on any body it cannot parse) a closed connection. One log line either
+        way; the connection is not served past an undecodable request out of order."""
+        response = build_error_response(
+            header.api_key,
+            header.api_version,
+            ErrorCode.invalid_request,
+            str(exc),
+            self._broker.cluster_id,
+        )
+        if response is None:
+            raise CloseConnection(f"{api_name} v{header.api_version}: {exc}") from exc
+        log.warning(
+            "answering %s v%d from %s with INVALID_REQUEST: %s",
+            api_name,
+            header.api_version,
+            peer,
+            exc,
+        )
+        header_flexible = schema.flexible and header.api_key != API_VERSIONS_KEY
         return [
             encode_response(
                 schema, header.correlation_id, response, header_flexible=header_flexible

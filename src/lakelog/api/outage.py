@@ -234,6 +234,19 @@ def build_outage_response(
     return _entity(cls, plan.code, request, plan.echoes, extra, own_error=plan.top_level)
 
 
+def build_error_response(
+    api_key: int, version: int, code: ErrorCode, message: str, cluster_id: str | None = None
+) -> Any | None:
+    """The response of `api_key`/`version` that carries `code` in its top-level error field
+    and nothing else (no request to echo: for requests whose body does not decode), or None
+    when that response has no top-level error code."""
+    cls = load_response_schema(api_key, version)
+    if "error_code" not in cls.__dataclass_fields__:
+        return None
+    extra = {} if cluster_id is None else {"cluster_id": cluster_id}
+    return _entity(cls, code, None, (), extra, message=message)
+
+
 def _metadata(ctx: RequestContext, request: Any) -> Any:
     """Metadata with nothing from the database: this broker alone, and each requested
     topic LEADER_NOT_AVAILABLE (clients wait and ask again). The handler itself already
@@ -277,23 +290,24 @@ def _entity(
     extra: dict[str, Any],
     *,
     own_error: bool = True,
+    message: str = MESSAGE,
 ) -> Any:
-    """An instance of kio class `cls`: neutral values, `code` in its error fields (unless
-    `own_error` is false; echoed entries always get it), lists echoed from `source`, then
-    `extra` (only the fields `cls` has)."""
+    """An instance of kio class `cls`: neutral values, `code` and `message` in its error
+    fields (unless `own_error` is false; echoed entries always get them), lists echoed
+    from `source`, then `extra` (only the fields `cls` has)."""
     fields = {f.name: _neutral(f) for f in dataclasses.fields(cls)}
     if own_error:
         for name in _ERROR_FIELDS:
             if name in fields:
                 fields[name] = code
         if "error_message" in fields:
-            fields["error_message"] = MESSAGE
+            fields["error_message"] = message
     for echo in echoes:
         if echo.response not in fields or source is None or not hasattr(source, echo.request):
             continue
         item_cls = _item_class(cls, echo.response)
         fields[echo.response] = tuple(
-            _entity(item_cls, code, item, echo.children, _ids(echo, item))
+            _entity(item_cls, code, item, echo.children, _ids(echo, item), message=message)
             for item in getattr(source, echo.request) or ()
         )
     fields.update((k, v) for k, v in extra.items() if k in fields)
