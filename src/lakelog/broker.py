@@ -68,6 +68,10 @@ class Broker:
             max_inflight=settings.max_inflight_requests_per_connection,
             max_inflight_bytes=settings.max_inflight_bytes_per_connection,
             max_connections=settings.max_connections,
+            max_connections_per_ip=settings.max_connections_per_ip,
+            max_connections_per_ip_overrides=settings.connections_per_ip_overrides,
+            connections_max_idle_ms=settings.connections_max_idle_ms,
+            request_read_timeout_ms=settings.request_read_timeout_ms,
             security=ListenerSecurity.from_settings(settings),
         )
         self.groups = GroupCoordinator(self)

@@ -22,6 +22,20 @@ def split_host_port(value: str, default_port: int = 9092) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """`ip:count,ip:count` (IPv6 literals may be bracketed) into {ip: count}."""
+    overrides: dict[str, int] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        ip, sep, count = item.rpartition(":")
+        if not sep or not ip:
+            raise ValueError(f"max_connections_per_ip_overrides: {item!r} is not ip:count")
+        overrides[ip.strip().strip("[]")] = int(count)
+    return overrides
+
+
 def ipv4_of(host: str) -> str:
     """An IPv4 literal for `host`: librdkafka may resolve `localhost` to ::1."""
     if host in ("", "0.0.0.0", "::"):
@@ -60,6 +74,20 @@ class Settings(BaseSettings):
     # network
     socket_request_max_bytes: int = 100 * MiB
     max_connections: int = 10_000
+    max_connections_per_ip: int = 1_000
+    """max.connections.per.ip (Kafka: 2147483647, i.e. none): further connections from one
+    address are refused with a log line. A tenth of `max_connections`, so one host (or a
+    scanner) cannot take every slot, while hundreds of clients behind one NAT still fit."""
+    max_connections_per_ip_overrides: str = ""
+    """max.connections.per.ip.overrides: `ip:count,ip:count` (IP literals, not names)."""
+    connections_max_idle_ms: int = 600_000
+    """connections.max.idle.ms (Kafka's default, 10 min): a connection with no request
+    and nothing in progress for this long is closed; clients reconnect when they need to."""
+    request_read_timeout_ms: int = 30_000
+    """A request whose first bytes arrived but which is not complete this long after closes
+    its connection with one log line (stops clients that announce a big frame and trickle
+    it). Kafka has no such setting (its idle timeout counts any byte as activity); 30 s is
+    clients' request.timeout.ms, after which they give up on the request anyway."""
     max_inflight_requests_per_connection: int = 1000
     max_inflight_bytes_per_connection: int = 64 * MiB
 
@@ -177,6 +205,11 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    @property
+    def connections_per_ip_overrides(self) -> dict[str, int]:
+        """`max_connections_per_ip_overrides` parsed: {ip: count}."""
+        return parse_ip_overrides(self.max_connections_per_ip_overrides)
 
     @property
     def listen_host_port(self) -> tuple[str, int]:

@@ -5,6 +5,13 @@ Knows nothing of any API's meaning: each frame goes to `dispatch`, which returns
 response buffers (or None when the client expects no answer). Listener security is
 opt-in: TLS wraps the transport, and on a SASL listener each connection has a gate
 (`net/sasl.py`) until its client has authenticated.
+
+Limits against hostile or broken clients: a frame's buffer grows with the bytes that
+actually arrive (a header announcing 100 MiB costs nothing until 100 MiB come), a frame
+must be complete within `request_read_timeout_ms`, a connection with no request for
+`connections.max.idle.ms` is closed, and one address may hold at most
+`max.connections.per.ip` connections. One periodic sweep per server enforces the
+timeouts; the read path only notes the time a frame starts.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import asyncio
 import logging
 import ssl
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -24,6 +32,34 @@ from lakelog.security.listener import ListenerSecurity, SaslUsers
 log = logging.getLogger(__name__)
 
 Buffers = Sequence[bytes | bytearray | memoryview]
+
+FIRST_CHUNK = 64 * 1024
+"""A frame's buffer starts at this size (or the frame's, if smaller) and doubles as its
+bytes arrive: memory follows what the client sent, not what its header announced."""
+MAX_SWEEP_INTERVAL_S = 1.0
+LOGGED_PER_SWEEP = 5
+"""Connections closed by one sweep get a log line each up to this many, then one line
+that counts the rest (a flood of stalled connections must not flood the log)."""
+
+
+class _Refusals:
+    """Refusal warnings at most once per second, counting the ones held back: a flood of
+    connections from one address must not flood the log."""
+
+    def __init__(self) -> None:
+        self._last = -1.0
+        self._held = 0
+
+    def warning(self, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._last < 1.0:
+            self._held += 1
+            return
+        held, self._held, self._last = self._held, 0, now
+        if held:
+            log.warning(msg + " (%d more refused before this one)", *args, held)
+        else:
+            log.warning(msg, *args)
 
 
 class CloseConnection(Exception):
@@ -67,9 +103,17 @@ class Connection(asyncio.BufferedProtocol):
         self._server = server
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
+        self._ip = "?"
         self._size_buf = bytearray(4)
         self._frame: bytearray | None = None
+        self._size = 0
+        """The announced size of the frame being read (0: reading its size header)."""
         self._filled = 0
+        self._started = 0.0
+        """Loop time at which the last frame's first byte arrived."""
+        self._answered = 0.0
+        """Sweep time of the last answer handed to the transport."""
+        self._admitted = False
         self._pending: deque[tuple[asyncio.Future[Buffers | None], int]] = deque()
         self._pending_bytes = 0
         self._wakeup = asyncio.Event()
@@ -89,6 +133,13 @@ class Connection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._ip = str(peer[0]) if peer else "?"
+        if not self._server.admit(self._ip, self._peer):
+            self._closing = True
+            transport.close()
+            return
+        self._admitted = True
+        self._started = self._server.loop_time()
         if self._server.sasl_users is not None:
             self._sasl = SaslSession(self._server.sasl_users, self._peer)
         self._server.connections.add(self)
@@ -99,11 +150,16 @@ class Connection(asyncio.BufferedProtocol):
             self._paused = True
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._frame = None
+        if not self._admitted:
+            return
+        self._admitted = False
         # Nobody will read the answers: stop the work (long polls above all).
         for task, _ in self._pending:
             task.cancel()
-        self._closing = True
         self._server.connections.discard(self)
+        self._server.release(self._ip)
         metrics.connections.dec()
         self._wakeup.set()
         self._can_write.set()
@@ -115,11 +171,29 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write.set()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is None:
+        frame = self._frame
+        if frame is None:
             return memoryview(self._size_buf)[self._filled :]
-        return memoryview(self._frame)[self._filled :]
+        if self._filled == len(frame):
+            frame = self._grow(frame)
+        return memoryview(frame)[self._filled :]
+
+    def _grow(self, frame: bytearray) -> bytearray:
+        """Double the frame's buffer (up to its announced size): called only when the bytes
+        so far fill it. Transports hold no view of the buffer between reads, so it grows
+        in place; should one still hold a view, the bytes move to a new buffer."""
+        more = min(self._size, 2 * len(frame)) - len(frame)
+        try:
+            frame.extend(bytes(more))
+        except BufferError:
+            grown = bytearray(len(frame) + more)
+            grown[: len(frame)] = frame
+            self._frame = frame = grown
+        return frame
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._filled == 0 and self._frame is None:
+            self._started = self._server.loop_time()
         self._filled += nbytes
         if self._frame is None:
             if self._filled < 4:
@@ -133,12 +207,13 @@ class Connection(asyncio.BufferedProtocol):
                 metrics.request_errors_total.labels(api="frame").inc()
                 self.close()
                 return
-            self._frame = bytearray(size)
+            self._size = size
+            self._frame = bytearray(min(size, FIRST_CHUNK))
             self._filled = 0
             return
-        if self._filled < len(self._frame):
+        if self._filled < self._size:
             return
-        frame, self._frame, self._filled = self._frame, None, 0
+        frame, self._frame, self._filled, self._size = self._frame, None, 0, 0
         if self._closing:
             return
         if self._sasl is not None and not self._sasl.authenticated:
@@ -244,9 +319,14 @@ class Connection(asyncio.BufferedProtocol):
             if self._closing:
                 return
             transport.writelines(parts)
+            self._answered = self._server.now
             if task is self._close_after:
                 self.close()  # the transport sends what it holds, then closes
                 return
+
+    @property
+    def peer(self) -> str:
+        return self._peer
 
     @property
     def has_pending(self) -> bool:
@@ -257,13 +337,48 @@ class Connection(asyncio.BufferedProtocol):
             self._transport.pause_reading()
             self._paused = True
 
-    def close(self) -> None:
+    def close(self, *, abort: bool = False) -> None:
+        """Close the connection; `abort` drops what is not yet sent (a client that stopped
+        reading would otherwise hold the transport open)."""
         self._closing = True
         for task, _ in self._pending:
             task.cancel()
         self._wakeup.set()
         if self._transport is not None:
-            self._transport.close()
+            if abort:
+                self._transport.abort()
+            else:
+                self._transport.close()
+
+    def expired(self, now: float) -> tuple[int, str] | None:
+        """Why the sweep should close this connection now (with the log level to say it
+        at), or None.
+
+        A frame begun and not complete within the read timeout; or, with no frame begun,
+        no request for the idle time while nothing is being worked on (an answer the
+        client does not read counts as idle: it holds the connection for nothing)."""
+        server = self._server
+        if self._closing:
+            return None
+        begun = self._frame is not None or self._filled > 0
+        if begun:
+            if now - self._started >= server.request_read_timeout_s:
+                got = self._filled + (4 if self._frame is not None else 0)
+                announced = f"{self._size} bytes" if self._frame is not None else "its size"
+                return logging.WARNING, (
+                    f"request of {announced} not complete after "
+                    f"{server.request_read_timeout_s * 1000:.0f} ms "
+                    f"({got} bytes received; request_read_timeout_ms)"
+                )
+            return None
+        if now - max(self._started, self._answered) >= server.idle_timeout_s:
+            if any(not task.done() for task, _ in self._pending):
+                return None
+            # Normal for clients that went quiet (Kafka closes them too, quietly).
+            return logging.INFO, (
+                f"no request for {server.idle_timeout_s * 1000:.0f} ms (connections_max_idle_ms)"
+            )
+        return None
 
 
 class Server:
@@ -275,6 +390,10 @@ class Server:
         max_inflight: int,
         max_connections: int,
         max_inflight_bytes: int = 64 * 1024 * 1024,
+        max_connections_per_ip: int = 2**31 - 1,
+        max_connections_per_ip_overrides: dict[str, int] | None = None,
+        connections_max_idle_ms: int = 600_000,
+        request_read_timeout_ms: int = 30_000,
         security: ListenerSecurity | None = None,
     ) -> None:
         self.dispatch = dispatch
@@ -284,19 +403,94 @@ class Server:
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
         self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self.idle_timeout_s = connections_max_idle_ms / 1000
+        self.request_read_timeout_s = request_read_timeout_ms / 1000
+        shortest = min(self.idle_timeout_s, self.request_read_timeout_s)
+        self.sweep_interval_s = min(MAX_SWEEP_INTERVAL_S, max(0.05, shortest / 4))
         self.connections: set[Connection] = set()
+        self.per_ip: dict[str, int] = {}
         self.stopping = False
+        self.now = 0.0
+        """Loop time of the last sweep: a cheap clock for stamps that need no precision."""
         self._tasks: set[asyncio.Task[Buffers | None]] = set()
         self._server: asyncio.base_events.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._refusals = _Refusals()
+
+    def loop_time(self) -> float:
+        loop = self._loop
+        return loop.time() if loop is not None else 0.0
 
     def _new_connection(self) -> asyncio.BaseProtocol:
         if len(self.connections) >= self.max_connections:
-            log.warning("refusing connection: %d open", len(self.connections))
+            self._refusals.warning(
+                "refusing connection: %d open (max_connections)", len(self.connections)
+            )
             return _Refuse()
         return Connection(self)
 
+    def admit(self, ip: str, peer: str) -> bool:
+        """Count a new connection from `ip`; False (and a log line) if that address already
+        holds `max.connections.per.ip` of them (or its override)."""
+        limit = self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
+        held = self.per_ip.get(ip, 0)
+        if held >= limit:
+            self._refusals.warning(
+                "refusing connection from %s: %d open from %s (max_connections_per_ip %d)",
+                peer,
+                held,
+                ip,
+                limit,
+            )
+            metrics.request_errors_total.labels(api="connection").inc()
+            return False
+        self.per_ip[ip] = held + 1
+        return True
+
+    def release(self, ip: str) -> None:
+        held = self.per_ip.get(ip, 0) - 1
+        if held > 0:
+            self.per_ip[ip] = held
+        else:
+            self.per_ip.pop(ip, None)
+
+    async def _sweep_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.sweep_interval_s)
+            self.now = loop.time()
+            try:
+                self.sweep(self.now)
+            except Exception:
+                log.exception("connection sweep failed")
+
+    def sweep(self, now: float) -> int:
+        """Close connections past the read or idle timeout; how many were closed."""
+        closed = 0
+        for conn in list(self.connections):
+            expired = conn.expired(now)
+            if expired is None:
+                continue
+            level, why = expired
+            closed += 1
+            if closed <= LOGGED_PER_SWEEP:
+                log.log(level, "closing %s: %s", conn.peer, why)
+            if level >= logging.WARNING:
+                metrics.request_errors_total.labels(api="read_timeout").inc()
+            conn.close(abort=True)
+        if closed > LOGGED_PER_SWEEP:
+            log.warning("closed %d more connections past a timeout", closed - LOGGED_PER_SWEEP)
+        return closed
+
     async def start(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
+        self._loop = loop
+        self.now = loop.time()
+        if self._sweeper is None:
+            self._sweeper = loop.create_task(self._sweep_loop())
         self._server = await loop.create_server(
             self._new_connection, host, port, reuse_address=True, backlog=1024, ssl=self.ssl
         )
@@ -325,6 +519,9 @@ class Server:
             await asyncio.sleep(0.005)
 
     def close_all(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for conn in list(self.connections):
             conn.close()
 

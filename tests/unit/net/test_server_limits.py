@@ -1,0 +1,178 @@
+"""The listener's limits in process: frame buffers that grow with the bytes that arrive,
+the request read timeout, the idle timeout and the per-address connection cap."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import AsyncIterator
+
+import pytest
+
+from lakelog.net.server import FIRST_CHUNK, Buffers, Connection, Server, Turn
+
+MiB = 1024 * 1024
+
+
+async def echo_size(frame: memoryview, peer: str, turn: Turn) -> Buffers | None:
+    """Answers each frame with its size (4 bytes) and its last byte."""
+    turn.release()
+    return [struct.pack(">ii", 5, len(frame)) + bytes(frame[-1:])]
+
+
+async def start(**limits: int) -> Server:
+    settings = {
+        "max_request_bytes": 200 * MiB,
+        "max_inflight": 100,
+        "max_connections": 100,
+        **limits,
+    }
+    server = Server(echo_size, **settings)  # type: ignore[arg-type]
+    await server.start("127.0.0.1", 0)
+    return server
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    srv = await start(request_read_timeout_ms=400, connections_max_idle_ms=800)
+    yield srv
+    srv.stop_accepting()
+    srv.close_all()
+
+
+def port_of(server: Server) -> int:
+    assert server._server is not None
+    return int(server._server.sockets[0].getsockname()[1])
+
+
+async def roundtrip(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: bytes
+) -> tuple[int, bytes]:
+    writer.write(struct.pack(">i", len(body)) + body)
+    await writer.drain()
+    size, length = struct.unpack(">ii", await reader.readexactly(8))
+    assert size == 5
+    return length, await reader.readexactly(1)
+
+
+async def closed(reader: asyncio.StreamReader, within: float) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(1), within) == b""
+    except ConnectionResetError:
+        return True
+
+
+def only_connection(server: Server) -> Connection:
+    (conn,) = server.connections
+    return conn
+
+
+async def test_buffer_grows_with_the_bytes_that_arrive(server: Server) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+    announced = 100 * MiB
+    writer.write(struct.pack(">i", announced) + b"x" * 1000)
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    conn = only_connection(server)
+    assert conn._frame is not None and len(conn._frame) == FIRST_CHUNK
+    sent = 1000
+    chunk = b"y" * (1 * MiB)
+    for _ in range(3):
+        writer.write(chunk)
+        await writer.drain()
+        sent += len(chunk)
+    await asyncio.sleep(0.1)
+    assert conn._frame is not None
+    assert conn._filled == sent
+    assert len(conn._frame) <= 2 * sent, (len(conn._frame), sent)
+    writer.close()
+
+
+async def test_a_big_frame_arrives_whole(server: Server) -> None:
+    """A frame far above the first chunk, in uneven pieces, reaches dispatch byte for byte."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+    body = bytes(range(256)) * (5 * 4096 + 3)
+    length, last = await roundtrip(reader, writer, body)
+    assert (length, last) == (len(body), body[-1:])
+    length, last = await roundtrip(reader, writer, b"small")
+    assert (length, last) == (5, b"l")
+    writer.close()
+
+
+async def test_a_frame_not_completed_in_time_is_closed(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+    writer.write(struct.pack(">i", 100 * MiB) + b"abc")
+    await writer.drain()
+    with caplog.at_level(logging.WARNING, logger="lakelog.net.server"):
+        assert await closed(reader, within=5)
+    assert "request_read_timeout_ms" in caplog.text
+    assert not server.connections
+
+
+async def test_half_a_size_header_counts_as_a_begun_frame(server: Server) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+    writer.write(b"\x00\x00")
+    await writer.drain()
+    assert await closed(reader, within=5)
+
+
+async def test_idle_connection_is_closed_and_an_active_one_is_not(server: Server) -> None:
+    idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 2.0
+    while loop.time() < deadline:
+        await roundtrip(reader, writer, b"ping")
+        await asyncio.sleep(0.1)
+    assert await closed(idle_reader, within=3)
+    assert await roundtrip(reader, writer, b"still") == (5, b"l")
+    writer.close()
+    idle_writer.close()
+
+
+async def test_connections_per_ip_are_capped(caplog: pytest.LogCaptureFixture) -> None:
+    server = await start(max_connections_per_ip=2)
+    try:
+        port = port_of(server)
+        first = await asyncio.open_connection("127.0.0.1", port)
+        second = await asyncio.open_connection("127.0.0.1", port)
+        with caplog.at_level(logging.WARNING, logger="lakelog.net.server"):
+            third_reader, third_writer = await asyncio.open_connection("127.0.0.1", port)
+            assert await closed(third_reader, within=5)
+        assert "max_connections_per_ip 2" in caplog.text
+        assert await roundtrip(*first, b"one") == (3, b"e")
+        assert await roundtrip(*second, b"two") == (3, b"o")
+        first[1].close()
+        await asyncio.sleep(0.1)
+        assert server.per_ip == {"127.0.0.1": 1}
+        again = await asyncio.open_connection("127.0.0.1", port)
+        assert await roundtrip(*again, b"three") == (5, b"e")
+        again[1].close()
+        second[1].close()
+        third_writer.close()
+    finally:
+        server.stop_accepting()
+        server.close_all()
+
+
+async def test_per_ip_override(caplog: pytest.LogCaptureFixture) -> None:
+    server = await start(
+        max_connections_per_ip=1, max_connections_per_ip_overrides={"127.0.0.1": 3}
+    )
+    try:
+        port = port_of(server)
+        conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+        for r, w in conns:
+            assert await roundtrip(r, w, b"ok") == (2, b"k")
+        extra_reader, extra_writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await closed(extra_reader, within=5)
+        for _, w in conns:
+            w.close()
+        extra_writer.close()
+    finally:
+        server.stop_accepting()
+        server.close_all()
+
