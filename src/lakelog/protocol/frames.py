@@ -16,6 +16,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from lakelog.protocol.bounded import OutOfBounds, check_request_body
 from lakelog.protocol.varint import VarintError, skip_tagged_fields
 
 API_VERSIONS_KEY = 18
@@ -93,11 +94,25 @@ def parse_header(frame: memoryview, flexible: bool | None = None) -> RequestHead
 
 
 def decode_body(schema: ApiSchema, frame: memoryview, header: RequestHeader) -> Any:
-    """The kio request object; MalformedRequest when the body does not parse."""
+    """The kio request object; MalformedRequest when the body does not parse.
+
+    Every length in the body is checked against the bytes present before kio sees it:
+    kio's native decoder aborts the process on a huge compact-array length
+    (lakelog.protocol.bounded)."""
+    body = frame.toreadonly()
     try:
-        request, _size = schema.read_request(frame.toreadonly(), header.body_offset)
+        check_request_body(schema.request_cls, body, header.body_offset)
+    except OutOfBounds as exc:
+        raise MalformedRequest(f"request body out of bounds: {exc}") from exc
+    try:
+        request, _size = schema.read_request(body, header.body_offset)
     except Exception as exc:
         raise MalformedRequest(f"cannot decode request body: {exc}") from exc
+    except BaseException as exc:
+        # A Rust panic inside kio arrives as pyo3's PanicException, a BaseException.
+        if not type(exc).__name__ == "PanicException":
+            raise
+        raise MalformedRequest(f"kio panicked decoding the request body: {exc}") from exc
     # Like Kafka, ignore bytes after the body: librdkafka's Metadata v13 carries some.
     return request
 
