@@ -34,6 +34,9 @@ BROKERS_CACHE_S = 0.1
 drops its connection to it (librdkafka decommissions it, resending what was in flight
 elsewhere), so every broker must name a re-registered broker again at once."""
 
+ANY_HEARTBEAT = -(1 << 62)
+"""`list_brokers` bound that lists fenced brokers too (their heartbeat is negative)."""
+
 
 class Broker:
     def __init__(self, settings: Settings) -> None:
@@ -78,6 +81,7 @@ class Broker:
         self.mirrors = MirrorManager(self)
         self._background: list[asyncio.Task[None]] = []
         self._brokers_cache: tuple[float, list[BrokerInfo]] = (0.0, [])
+        self._fenced_lately: list[BrokerInfo] = []
         self._stopped = asyncio.Event()
         self._registering = asyncio.Lock()
         self._coordinator_ok_since: float | None = None
@@ -91,7 +95,9 @@ class Broker:
         once instead of after the session timeout (everything is committed by now)."""
         far_future = int(time.time() * 1000) + 86_400_000
         try:
-            if await self.coordinator.fence_broker(self.broker_id, self.broker_epoch, far_future):
+            if await self.coordinator.fence_broker(
+                self.broker_id, self.broker_epoch, far_future, left=True
+            ):
                 log.info("left the cluster (epoch %d retired)", self.broker_epoch)
         except Exception:
             log_failure(log, "could not leave the cluster; the others will fence us")
@@ -112,13 +118,21 @@ class Broker:
         of the same producer (fencing refuses its commits)."""
         fetched_at, brokers = self._brokers_cache
         if time.monotonic() - fetched_at > BROKERS_CACHE_S or not brokers:
-            since = int(time.time() * 1000) - self.settings.broker_session_timeout_ms
+            now_ms = int(time.time() * 1000)
+            since = now_ms - self.settings.broker_session_timeout_ms
+            linger_since = now_ms - self.settings.broker_fenced_linger_ms
             try:
-                brokers = [
-                    b
-                    for b in await self.coordinator.list_brokers(0)
-                    if b.last_heartbeat >= since or not await self._fence_if_silent(b, since)
-                ]
+                brokers, fenced = [], []
+                for b in await self.coordinator.list_brokers(ANY_HEARTBEAT):
+                    if b.last_heartbeat >= since:
+                        brokers.append(b)
+                    elif b.last_heartbeat >= 0:
+                        if await self._fence_if_silent(b, since):
+                            fenced.append(b)
+                        else:
+                            brokers.append(b)
+                    elif b.last_heartbeat < -1 and -b.last_heartbeat >= linger_since:
+                        fenced.append(b)
             except Exception as exc:
                 if is_outage(exc):
                     self._lost_coordinator()
@@ -131,8 +145,19 @@ class Broker:
             if not any(b.broker_id == self.broker_id for b in brokers):
                 brokers = [*brokers, self.self_info()]
             brokers.sort(key=lambda b: b.broker_id)
+            self._fenced_lately = [f for f in fenced if f.broker_id != self.broker_id]
             self._brokers_cache = (time.monotonic(), brokers)
         return brokers
+
+    def fenced_lately(self) -> list[BrokerInfo]:
+        """Brokers fenced for silence within `broker_fenced_linger_ms`, as of the last
+        `live_brokers` call. Metadata still names them (leading no partition): a client
+        drops its connection to a broker Metadata stops naming and resends what was in
+        flight there elsewhere without counting a retry (librdkafka does), which
+        duplicates a batch the paused broker had already committed. Named, the requests
+        stay in flight until their answer or their timeout. A broker that left on a
+        controlled shutdown had answered everything, so it is dropped at once."""
+        return self._fenced_lately
 
     def self_info(self) -> BrokerInfo:
         return BrokerInfo(

@@ -142,6 +142,11 @@ class Settings(BaseSettings):
     file_delete_grace_ms: int = 60_000
     broker_heartbeat_interval_ms: int = 2_000
     broker_session_timeout_ms: int = 30_000
+    broker_fenced_linger_ms: int = 60_000
+    """A broker fenced for missing its session is still named in Metadata (leading no
+    partition) this long, so clients keep its connection and their requests in flight
+    there end by answer or timeout instead of being resent elsewhere (a duplicate when
+    it had committed them). Longer than clients' request timeouts (30 s by default)."""
 
     # pipeline (`lakelog pipeline` jobs)
     gc_orphan_grace_ms: int = 3_600_000
@@ -191,6 +196,9 @@ class Settings(BaseSettings):
 
     fault_commit_delay_ms: int = 0
     """Fault injection for tests only: wait this long between upload and commit."""
+    fault_ack_delay_ms: int = 0
+    """Fault injection for tests only: a Produce waits this long after its batches are
+    committed before it answers (a window for pausing a broker that holds answers)."""
     fault_produce_jitter_ms: int = 0
     """Fault injection for tests only: each Produce waits a random 0..this long before
     it validates its batches, as a slow lookup would (order must hold all the same)."""

@@ -97,3 +97,20 @@ async def test_fencing_a_silent_broker_rejects_its_commits_and_heartbeats(
     assert await coordinator.heartbeat_broker(7, fresh) == ErrorCode.none
     [ok] = await coordinator.commit_file("wal/after", 7, fresh, 10, [batch])
     assert ok.error == ErrorCode.none and ok.base_offset == 0
+
+
+async def test_a_fenced_broker_carries_its_fence_time_and_a_leaver_minus_one(
+    coordinator: BatchCoordinator,
+) -> None:
+    """Brokers name a broker fenced for silence a little longer (its clients' in-flight
+    requests must not be resent elsewhere); one that left is dropped at once."""
+    silent = await coordinator.register_broker(8, "z1", "127.0.0.1", 9998)
+    leaving = await coordinator.register_broker(9, "z1", "127.0.0.1", 9997)
+    before = int(time.time() * 1000)
+    assert await coordinator.fence_broker(8, silent, before + 1_000)
+    assert await coordinator.fence_broker(9, leaving, before + 1_000, left=True)
+    after = int(time.time() * 1000)
+    assert {8, 9}.isdisjoint(b.broker_id for b in await coordinator.list_brokers(0))
+    rows = {b.broker_id: b for b in await coordinator.list_brokers(-(1 << 62))}
+    assert before <= -rows[8].last_heartbeat <= after
+    assert rows[9].last_heartbeat == -1

@@ -82,6 +82,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
     # Clients in a zone see only that zone's brokers, so no byte crosses zones.
     brokers = zone_brokers(all_brokers, client_zone(ctx.client_id))
     broker_ids = tuple(sorted(b.broker_id for b in brokers))
+    named = [*brokers, *(b for b in broker.fenced_lately() if b.broker_id not in broker_ids)]
 
     def describe(name: str | None, topic: TopicInfo | None, topic_id: Any = None) -> Any:
         if topic is None:
@@ -147,7 +148,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             build(
                 m.MetadataResponseBroker, node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack
             )
-            for b in brokers
+            for b in named
         ),
         cluster_id=broker.cluster_id,
         controller_id=min(b.broker_id for b in all_brokers),

@@ -207,6 +207,8 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
             return NO_RESPONSE
         results = list(await asyncio.gather(*futures))
         _count_rejected(appends, results)
+        if ctx.broker.settings.fault_ack_delay_ms:
+            await asyncio.sleep(ctx.broker.settings.fault_ack_delay_ms / 1000)
     elif request.acks == 0:
         return NO_RESPONSE
     m = ctx.schema

@@ -561,16 +561,21 @@ class BatchCoordinator(abc.ABC):
 
     @abc.abstractmethod
     async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
-        """Brokers whose last heartbeat is at or after the given time, by id."""
+        """Brokers whose last heartbeat is at or after the given time, by id. Fenced
+        brokers have a negative heartbeat (see `fence_broker`): a negative bound lists them
+        too."""
 
     @abc.abstractmethod
-    async def fence_broker(self, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
+    async def fence_broker(
+        self, broker_id: int, broker_epoch: int, silent_since_ms: int, *, left: bool = False
+    ) -> bool:
         """Declare a silent broker dead: if `broker_epoch` is still its current epoch and its
         last heartbeat is older than `silent_since_ms`, replace the epoch with a new one
         nobody holds, so its later commits (STALE_BROKER_EPOCH for every batch) and
         heartbeats (STALE_BROKER_EPOCH) are refused: the zombie-broker fencing of KIP-1164.
-        A fenced broker is left out of every `list_brokers` answer until it registers again.
-        True if this call fenced it."""
+        Its heartbeat becomes minus the wall time of the fence (-1 when `left`: a broker
+        retiring its own epoch on a controlled shutdown), so it is left out of every
+        `list_brokers(t >= 0)` answer until it registers again. True if this call fenced it."""
 
     # -- transactions (see txn_types for the commit barrier)
     @abc.abstractmethod

@@ -58,15 +58,17 @@ async def list_brokers(conn: Conn, alive_since_ms: int) -> list[BrokerInfo]:
     return [BrokerInfo(*row) for row in await cursor.fetchall()]
 
 
-async def fence_broker(conn: Conn, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
+async def fence_broker(
+    conn: Conn, broker_id: int, broker_epoch: int, silent_since_ms: int, left: bool
+) -> bool:
     """A fresh epoch nobody holds makes the silent broker's commits and heartbeats stale;
-    heartbeat -1 hides it from every listing until it registers again. A heartbeat racing
-    with it is either seen (no fencing) or made stale."""
+    a negative heartbeat hides it from every listing until it registers again. A heartbeat
+    racing with it is either seen (no fencing) or made stale."""
     await _lock_broker(conn, broker_id)
     cursor = await conn.execute(
-        "UPDATE brokers SET broker_epoch = nextval('broker_epochs'), last_heartbeat = -1"
+        "UPDATE brokers SET broker_epoch = nextval('broker_epochs'), last_heartbeat = %s"
         " WHERE broker_id = %s AND broker_epoch = %s AND last_heartbeat < %s RETURNING 1",
-        (broker_id, broker_epoch, silent_since_ms),
+        (-1 if left else -now_ms(), broker_id, broker_epoch, silent_since_ms),
     )
     return await cursor.fetchone() is not None
 

@@ -316,9 +316,17 @@ class PostgresBatchCoordinator(PostgresMirrorMethods, BatchCoordinator):
     async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
         return await self._run_tx().run("list_brokers", False, cluster.list_brokers, alive_since_ms)
 
-    async def fence_broker(self, broker_id: int, broker_epoch: int, silent_since_ms: int) -> bool:
+    async def fence_broker(
+        self, broker_id: int, broker_epoch: int, silent_since_ms: int, *, left: bool = False
+    ) -> bool:
         return await self._run_tx().run(
-            "fence_broker", True, cluster.fence_broker, broker_id, broker_epoch, silent_since_ms
+            "fence_broker",
+            True,
+            cluster.fence_broker,
+            broker_id,
+            broker_epoch,
+            silent_since_ms,
+            left,
         )
 
     # -- transactions

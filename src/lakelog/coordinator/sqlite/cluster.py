@@ -62,7 +62,7 @@ def list_brokers(conn: sqlite3.Connection, alive_since_ms: int) -> list[BrokerIn
 
 
 def fence_broker(
-    conn: sqlite3.Connection, broker_id: int, broker_epoch: int, silent_since_ms: int
+    conn: sqlite3.Connection, broker_id: int, broker_epoch: int, silent_since_ms: int, left: bool
 ) -> bool:
     row = conn.execute(
         "SELECT 1 FROM brokers WHERE broker_id = ? AND broker_epoch = ? AND last_heartbeat < ?",
@@ -71,10 +71,10 @@ def fence_broker(
     if row is None:
         return False
     # A fresh epoch nobody holds: the silent broker's commits and heartbeats become stale.
-    # Heartbeat -1 hides it from every listing until it registers again.
+    # A negative heartbeat hides it from every listing until it registers again.
     epoch = next_counter(conn, "broker_epoch") + 1
     conn.execute(
-        "UPDATE brokers SET broker_epoch = ?, last_heartbeat = -1 WHERE broker_id = ?",
-        (epoch, broker_id),
+        "UPDATE brokers SET broker_epoch = ?, last_heartbeat = ? WHERE broker_id = ?",
+        (epoch, -1 if left else -now_ms(), broker_id),
     )
     return True
