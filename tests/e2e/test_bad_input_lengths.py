@@ -1,0 +1,128 @@
+"""Huge lengths in request bodies against a real broker process (issue 12).
+
+The 24-byte Metadata v12 frame whose topics length is the varint `ff ff ff ff 0f` made kio's
+native decoder ask for 32 GiB and the broker died of SIGABRT. Each bad frame goes on its own
+connection, unauthenticated; the broker must close the connection or answer it (an error
+response), stay alive, log no traceback, and serve a real client (confluent-kafka) after.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+
+import pytest
+from e2e_harness import BrokerProcess, create_topic
+from e2e_wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+HUGE = bytes.fromhex("ffffffff0f")
+
+METADATA_V12_CRASH = bytes.fromhex(
+    "00000014"  # frame size 20
+    "0003000c"  # Metadata v12
+    "00000001"  # correlation id 1
+    "000178"  # client id "x"
+    "00"  # header tagged fields
+    "ffffffff0f"  # topics: compact array of 2^32 - 2 elements
+    "0000"  # allow_auto_topic_creation, include_topic_authorized_operations
+    "00"  # tagged fields
+)
+
+
+def sized(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def header(api_key: int, version: int, flexible: bool) -> bytes:
+    head = struct.pack(">hhih", api_key, version, 1, 1) + b"x"
+    return head + b"\x00" if flexible else head
+
+
+FETCH_V12_HEAD = struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
+
+BAD_FRAMES = {
+    "metadata-v12-24-bytes": METADATA_V12_CRASH,
+    "fetch-v12-nested-partitions": sized(
+        header(1, 12, True) + FETCH_V12_HEAD + b"\x02" + b"\x02t" + HUGE
+    ),
+    "fetch-v12-cluster-id-tag": sized(
+        header(1, 12, True) + FETCH_V12_HEAD + b"\x01\x01\x01" + b"\x01\x00\x05" + HUGE
+    ),
+    "produce-v9-records": sized(
+        header(0, 9, True)
+        + b"\x00"
+        + struct.pack(">hi", 1, 1000)
+        + b"\x02\x02t\x02"
+        + bytes(4)
+        + HUGE
+    ),
+    "metadata-v4-int32-max": sized(header(3, 4, False) + struct.pack(">i", 0x7FFFFFFF) + b"\x00"),
+    "listoffsets-v1-null-topics": sized(header(2, 1, False) + struct.pack(">ii", -1, -1)),
+}
+
+
+def closed_or_answered(client: WireClient, timeout: float = 10.0) -> str:
+    """'closed' or 'answered' (an error response for the bad request); never a hang."""
+    client.sock.settimeout(timeout)
+    try:
+        data = client.sock.recv(1 << 16)
+    except (ConnectionResetError, BrokenPipeError):
+        return "closed"
+    except TimeoutError as exc:
+        raise AssertionError(f"no answer and no close within {timeout}s") from exc
+    if not data:
+        return "closed"
+    assert len(data) >= 8 and struct.unpack_from(">i", data, 4)[0] == 1, data[:16].hex()
+    return "answered"
+
+
+def serves_a_real_client(broker: BrokerProcess, topic: str) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    value = f"alive-{uuid.uuid4().hex}".encode()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    delivered: list[object] = []
+    producer.produce(topic, value=value, partition=0, on_delivery=lambda e, m: delivered.append(e))
+    assert producer.flush(30) == 0 and delivered == [None], delivered
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"alive-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
+        got: list[bytes] = []
+        while value not in got and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(100, timeout=0.5) if not m.error()]
+        assert value in got, got
+    finally:
+        consumer.close()
+
+
+def test_huge_lengths_do_not_take_the_broker_down(broker: BrokerProcess) -> None:
+    topic = "lengths-alive"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    assert len(METADATA_V12_CRASH) == 24
+    outcomes = {}
+    for name, frame in BAD_FRAMES.items():
+        with WireClient(broker.port) as client:
+            client.send_raw(frame)
+            outcomes[name] = closed_or_answered(client)
+        assert broker.alive(), f"broker died on {name}: exit codes {broker.exit_codes}"
+    # The 24-byte frame again, many times over, on one connection each.
+    for _ in range(20):
+        with WireClient(broker.port) as client:
+            client.send_raw(METADATA_V12_CRASH)
+            closed_or_answered(client)
+    assert broker.alive(), f"broker died: exit codes {broker.exit_codes}"
+    serves_a_real_client(broker, topic)
+    assert broker.tracebacks() == [], broker.tracebacks()
+    assert "memory allocation" not in broker.log_text()
+    assert set(outcomes.values()) <= {"closed", "answered"}, outcomes
