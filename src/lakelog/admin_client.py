@@ -29,6 +29,7 @@ from kio.static.constants import EntityType
 from lakelog.api.context import build
 from lakelog.config import split_host_port
 from lakelog.errors import ErrorCode
+from lakelog.protocol.bounded import OutOfBounds, check_body
 from lakelog.protocol.varint import skip_tagged_fields
 from lakelog.security.client_config import ClientSecurity
 from lakelog.security.sasl_client import SaslFailed, authenticate
@@ -326,6 +327,10 @@ class AdminClient:
         pos = 4
         if cls.__flexible__ and api_key != API_VERSIONS:
             pos = skip_tagged_fields(data, pos)
+        try:
+            check_body(cls, data, pos)  # kio aborts the process on a huge length
+        except OutOfBounds as exc:
+            raise ConnectionError(f"malformed response: {exc}") from exc
         response, _ = entity_reader(cls)(data, pos)
         return response
 

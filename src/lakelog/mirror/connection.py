@@ -18,6 +18,7 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from lakelog.admin_client import encode_request
+from lakelog.protocol.bounded import OutOfBounds, check_body
 from lakelog.protocol.varint import skip_tagged_fields
 from lakelog.security.client_config import ClientSecurity
 from lakelog.security.sasl_client import SaslFailed, authenticate
@@ -84,7 +85,12 @@ class SourceConnection(asyncio.BufferedProtocol):
             raise ConnectionError("response correlation id does not match the request")
         cls = load_response_schema(api_key, version)
         pos = skip_tagged_fields(response, 4) if cls.__flexible__ else 4
-        parsed, _ = entity_reader(cls)(bytes(response), pos)
+        data = bytes(response)
+        try:
+            check_body(cls, data, pos)  # kio aborts the process on a huge length
+        except OutOfBounds as exc:
+            raise ConnectionError(f"malformed response: {exc}") from exc
+        parsed, _ = entity_reader(cls)(data, pos)
         return parsed
 
     # -- protocol callbacks

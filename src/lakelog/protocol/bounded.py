@@ -3,7 +3,7 @@
 kio 0.6.5's native decoder reserves memory for a compact array from its length varint
 before it reads one element: a Metadata v12 body starting `ff ff ff ff 0f` asks for 32 GiB
 and the Rust runtime aborts the whole process (SIGABRT), which no `except` catches.
-`check_request_body` walks the body with the request's schema first and raises
+`check_body` walks the body with the request's schema first and raises
 `OutOfBounds` unless every length in it (array counts, strings, bytes, tagged fields) is
 backed by bytes actually present, and no null stands where the schema has no null. An
 array of n elements passes only when n elements are there, so kio reserves at most 8 bytes
@@ -68,16 +68,16 @@ class _Node:
     step: Step | None  # None for fixed-size items
 
 
-def check_request_body(request_cls: type, buf: Buffer, pos: int) -> int:
-    """Position after the body of `request_cls` starting at `pos`; bytes after it are
-    allowed (Kafka ignores them too). Raises OutOfBounds."""
-    return request_walker(request_cls)(buf, pos, len(buf))
+def check_body(entity_cls: type, buf: Buffer, pos: int) -> int:
+    """Position after the encoded `entity_cls` (a kio request or response class) starting
+    at `pos`; bytes after it are allowed (Kafka ignores them too). Raises OutOfBounds."""
+    return walker(entity_cls)(buf, pos, len(buf))
 
 
 @cache
-def request_walker(request_cls: type) -> Step:
-    """The cached walker for a request class (raises TypeError on a type kio lacks)."""
-    return _as_step(_entity(request_cls))
+def walker(entity_cls: type) -> Step:
+    """The cached walker for a kio entity class (raises TypeError on a type kio lacks)."""
+    return _as_step(_entity(entity_cls))
 
 
 # --- varints -------------------------------------------------------------------------
@@ -259,7 +259,9 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
 def _field_node(field: dataclasses.Field[Any], flexible: bool, tagged: bool) -> _Node:
     tp, nullable = _unwrap_optional(field.type)
     if tagged:
-        nullable = True  # lenient: kio decides what a null tagged value means
+        # A tagged field is null by its absence: a struct has no null marker then;
+        # strings and arrays are let through null and kio decides what that means.
+        nullable = not dataclasses.is_dataclass(tp)
     kafka_type = field.metadata.get("kafka_type")
     if typing.get_origin(tp) is tuple:
         args = typing.get_args(tp)

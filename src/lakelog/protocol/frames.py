@@ -16,7 +16,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from lakelog.protocol.bounded import OutOfBounds, check_request_body
+from lakelog.protocol.bounded import OutOfBounds, check_body
 from lakelog.protocol.varint import VarintError, skip_tagged_fields
 
 API_VERSIONS_KEY = 18
@@ -101,7 +101,7 @@ def decode_body(schema: ApiSchema, frame: memoryview, header: RequestHeader) -> 
     (lakelog.protocol.bounded)."""
     body = frame.toreadonly()
     try:
-        check_request_body(schema.request_cls, body, header.body_offset)
+        check_body(schema.request_cls, body, header.body_offset)
     except OutOfBounds as exc:
         raise MalformedRequest(f"request body out of bounds: {exc}") from exc
     try:

@@ -7,6 +7,7 @@ hole in the guard then fails the test instead of killing the test runner.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import struct
@@ -17,12 +18,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from lakelog.protocol.bounded import OutOfBounds, check_request_body
+from lakelog.protocol.bounded import OutOfBounds, check_body
 from lakelog.protocol.frames import parse_header
-from tests.support.request_samples import frame, handled_versions, sample_body
+from tests.support.request_samples import encode, frame, handled_versions, sample, sample_body
 
 ROOT = Path(__file__).resolve().parents[3]
 HUGE = bytes.fromhex("ffffffff0f")  # unsigned varint 2^32 - 1
@@ -163,7 +164,7 @@ def test_the_24_byte_metadata_v12_frame_is_rejected_before_kio() -> None:
     header = parse_header(memoryview(frame_body))
     assert (header.api_key, header.api_version, header.body_offset) == (3, 12, 12)
     with pytest.raises(OutOfBounds, match="array of 4294967294 elements"):
-        check_request_body(cls, frame_body, header.body_offset)
+        check_body(cls, frame_body, header.body_offset)
     assert child_outcomes({"crash": frame_body}) == {"crash": "guard"}
 
 
@@ -171,7 +172,7 @@ def test_the_24_byte_metadata_v12_frame_is_rejected_before_kio() -> None:
 def test_huge_negative_and_null_lengths_rejected_by_the_guard(name: str) -> None:
     api_key, version, body = BAD_BODIES[name]
     with pytest.raises(OutOfBounds):
-        check_request_body(load_request_schema(api_key, version), body, 0)
+        check_body(load_request_schema(api_key, version), body, 0)
 
 
 def test_bad_bodies_give_malformed_request_in_the_decode_path() -> None:
@@ -190,8 +191,8 @@ def test_guard_ends_where_kio_ends_on_valid_requests(api_key: int, version: int)
             body = sample_body(api_key, version, count=count, null=null)
             _request, size = read(body, 0)
             assert size == len(body)
-            assert check_request_body(cls, body, 0) == size
-            assert check_request_body(cls, memoryview(b"\x09" + body).toreadonly(), 1) == size + 1
+            assert check_body(cls, body, 0) == size
+            assert check_body(cls, memoryview(b"\x09" + body).toreadonly(), 1) == size + 1
 
 
 def test_every_length_of_every_api_mutated_decodes_or_is_malformed() -> None:
@@ -247,7 +248,67 @@ def test_guard_only_ever_raises_out_of_bounds(
         else:
             body = body[:i]
     try:
-        end = check_request_body(load_request_schema(api_key, version), body, 0)
+        end = check_body(load_request_schema(api_key, version), body, 0)
     except OutOfBounds:
         return
     assert 0 <= end <= len(body)
+
+
+@pytest.mark.parametrize(("api_key", "version"), handled_versions())
+def test_guard_ends_where_kio_ends_on_valid_responses(api_key: int, version: int) -> None:
+    """The same walk guards responses read from other brokers (admin client, mirror)."""
+    cls = load_response_schema(api_key, version)
+    read = entity_reader(cls)
+    for count in (0, 2):
+        for null in (False, True):
+            body = encode(sample(cls, count=count, null=null))
+            _response, size = read(body, 0)
+            assert check_body(cls, body, 0) == size == len(body)
+
+
+# Metadata v12 response: header tagged fields, throttle_time_ms, then brokers (compact array)
+HOSTILE_METADATA_V12_RESPONSE = struct.pack(">i", 1) + b"\x00" + I32.pack(0) + HUGE + bytes(8)
+
+
+async def test_admin_client_refuses_a_response_with_a_huge_length() -> None:
+    """The admin client (the CLI, and the mirror's control requests to a source cluster)
+    reads kio responses from another broker: a huge length is a ConnectionError there."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    from lakelog.admin_client import AdminClient
+
+    reader = asyncio.StreamReader()
+    data = HOSTILE_METADATA_V12_RESPONSE
+    reader.feed_data(struct.pack(">i", len(data)) + data)
+
+    class Writer:
+        def write(self, data: bytes) -> None:
+            pass
+
+        async def drain(self) -> None:
+            pass
+
+    client = AdminClient(reader, Writer(), "test", 5.0)  # type: ignore[arg-type]
+    request = MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    with pytest.raises(ConnectionError, match="malformed response"):
+        await client._roundtrip(3, 12, request)
+
+
+async def test_mirror_source_connection_refuses_a_response_with_a_huge_length() -> None:
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    from lakelog.mirror.connection import SourceConnection
+
+    connection = SourceConnection()
+
+    async def request(frame: bytes, allocate: object, timeout: float) -> bytes:
+        return struct.pack(">i", -1) + HOSTILE_METADATA_V12_RESPONSE[4:]
+
+    connection.request = request  # type: ignore[method-assign,assignment]
+    request_body = MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    with pytest.raises(ConnectionError, match="malformed response"):
+        await connection._roundtrip(5.0, 3, 12, request_body)
