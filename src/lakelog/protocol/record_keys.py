@@ -6,7 +6,7 @@ fields and key length are read, nothing more."""
 
 from __future__ import annotations
 
-from lakelog.protocol.record_reader import decompress
+from lakelog.protocol.record_reader import MAX_DECOMPRESSED_BYTES, decompress
 from lakelog.protocol.records import HEADER_SIZE, InvalidBatch, read_header
 from lakelog.protocol.varint import VarintError, read_varint
 
@@ -18,7 +18,9 @@ def keyless_record_indexes(batch: bytes | memoryview) -> list[int]:
     An empty key is a key."""
     header = read_header(batch)
     try:
-        body = decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:]))
+        body = decompress(
+            header.compression, bytes(memoryview(batch)[HEADER_SIZE:]), MAX_DECOMPRESSED_BYTES
+        )
     except Exception as exc:  # cramjam raises its own error types
         raise InvalidBatch(f"cannot decompress records: {exc}", corrupt=True) from exc
     pos, end = 0, len(body)

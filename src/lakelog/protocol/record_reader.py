@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import cramjam
 
@@ -16,32 +17,73 @@ NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
-def _snappy(data: bytes) -> bytes:
+MAX_DECOMPRESSED_BYTES = 64 << 20
+"""Most bytes one batch's records may decompress to where the broker reads records (the
+keyless check of compacted topics, ListOffsets by timestamp). zstd turns 8 KiB of input
+into 256 MiB, so without a bound one 1 MiB batch could make the broker ask for 32 GiB."""
+
+_TOO_SMALL = ("failed to write whole buffer", "smaller than required")
+
+
+class DecompressedTooLarge(ValueError):
+    """The records decompress to more than the bound."""
+
+
+def _snappy_raw(data: bytes | memoryview, max_bytes: int | None) -> bytes:
+    if max_bytes is not None:
+        size = cramjam.snappy.decompress_raw_len(data)  # the block's length preamble
+        if size > max_bytes:
+            raise DecompressedTooLarge(f"a snappy block of {size} bytes (at most {max_bytes})")
+    return bytes(cramjam.snappy.decompress_raw(data))
+
+
+def _snappy(data: bytes, max_bytes: int | None) -> bytes:
     if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return _snappy_raw(data, max_bytes)
     # Java clients frame snappy in xerial blocks: 16-byte header, then (size, block)*.
     out = bytearray()
     pos = 16
     while pos + 4 <= len(data):
         size = int.from_bytes(data[pos : pos + 4], "big")
         pos += 4
-        out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
+        left = None if max_bytes is None else max_bytes - len(out)
+        out += _snappy_raw(memoryview(data)[pos : pos + size], left)
         pos += size
     return bytes(out)
 
 
-def decompress(codec: int, data: bytes) -> bytes:
+def _bounded(codec: Any, data: bytes, max_bytes: int) -> bytes:
+    """Decompress into buffers of growing size, never past `max_bytes`."""
+    size = min(max_bytes, max(1 << 16, 8 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            written = codec.decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if not any(text in str(exc) for text in _TOO_SMALL):
+                raise
+            if size >= max_bytes:
+                raise DecompressedTooLarge(
+                    f"records decompress to more than {max_bytes} bytes"
+                ) from exc
+            size = min(max_bytes, size * 4)
+            continue
+        return memoryview(out)[:written].tobytes()
+
+
+def decompress(codec: int, data: bytes, max_bytes: int | None = None) -> bytes:
+    """The records of a batch body, decompressed; at most `max_bytes` of them when given
+    (DecompressedTooLarge past that)."""
     if codec == NONE:
         return data
-    if codec == GZIP:
-        return bytes(cramjam.gzip.decompress(data))
     if codec == SNAPPY:
-        return _snappy(data)
-    if codec == LZ4:
-        return bytes(cramjam.lz4.decompress(data))
-    if codec == ZSTD:
-        return bytes(cramjam.zstd.decompress(data))
-    raise ValueError(f"unknown compression codec {codec}")
+        return _snappy(data, max_bytes)
+    module = {GZIP: cramjam.gzip, LZ4: cramjam.lz4, ZSTD: cramjam.zstd}.get(codec)
+    if module is None:
+        raise ValueError(f"unknown compression codec {codec}")
+    if max_bytes is not None:
+        return _bounded(module, data, max_bytes)
+    return bytes(module.decompress(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +99,7 @@ def record_positions(batch: bytes | memoryview) -> Iterator[RecordPosition]:
     first_base = read_header(batch).base_offset
     for base, view in batches_in_range(batch, first_base):
         header = read_header(view)
-        body = decompress(header.compression, bytes(view[HEADER_SIZE:]))
+        body = decompress(header.compression, bytes(view[HEADER_SIZE:]), MAX_DECOMPRESSED_BYTES)
         pos = 0
         for _ in range(header.records_count):
             length, pos = read_varint(body, pos)
