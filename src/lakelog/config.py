@@ -70,6 +70,19 @@ class Settings(BaseSettings):
     message_max_bytes: int = 1 * MiB + 12
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     log_retention_bytes: int = -1
+    max_partitions_per_topic: int = 5_000
+    """A topic may have at most this many partitions (CreateTopics, CreatePartitions,
+    auto-creation): more get POLICY_VIOLATION. Kafka has no such cap; ours keeps one topic
+    from costing every Metadata answer and every broker's caches a fortune."""
+    max_partitions_per_request: int = 10_000
+    """New partitions one CreateTopics or CreatePartitions request may create, all topics
+    together: more and the whole request gets POLICY_VIOLATION ("Excessively large number
+    of partitions per request."), as Kafka's KRaft controller answers above its fixed
+    10,000 (KAFKA-17870)."""
+    max_partitions: int = 50_000
+    """Partitions in the whole cluster (the name KIP-578 proposed for Kafka): a topic whose
+    partitions would go past it gets POLICY_VIOLATION. Checked against the topics this
+    broker sees, so concurrent creations on several brokers may pass it by a request."""
 
     # network
     socket_request_max_bytes: int = 100 * MiB

@@ -4,6 +4,11 @@ DescribeCluster.
 Durability comes from object storage, not replicas, so any replication factor >= 1 is
 accepted and only recorded (clients' suites create topics with 3 on a one-broker cluster).
 Errors and messages follow Kafka so tools show what their users expect.
+
+Partition counts are capped before anything is written (`max_partitions_per_topic`,
+`max_partitions_per_request`, `max_partitions`): a request past a cap gets
+POLICY_VIOLATION, which is what Kafka's controller answers for a request creating more
+than its 10,000 partitions ("Excessively large number of partitions per request.").
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ _ZERO = datetime.timedelta(0)
 CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 OPERATIONS_NOT_REQUESTED = -(2**31)
 BROKER_ENDPOINTS = 1
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
 
 
 def topic_name_problem(name: str | None) -> str | None:
@@ -65,6 +71,23 @@ def collides(name: str, existing: Iterable[str]) -> str | None:
         if other != name and other.replace(".", "_") == key:
             return other
     return None
+
+
+class CollisionIndex:
+    """`collides` for many names at once: one pass over the existing topics, then a lookup
+    per name (a request of thousands of topics against a cluster of thousands stays
+    linear)."""
+
+    def __init__(self, existing: Iterable[str]) -> None:
+        self._by_key: dict[str, list[str]] = {}
+        for name in existing:
+            self._by_key.setdefault(name.replace(".", "_"), []).append(name)
+
+    def collides(self, name: str) -> str | None:
+        for other in self._by_key.get(name.replace(".", "_"), ()):
+            if other != name:
+                return other
+        return None
 
 
 class TopicProblem(Exception):
@@ -106,6 +129,8 @@ def plan_topic(topic: Any, settings: Settings) -> CreateTopicRequest:
                 ErrorCode.invalid_replication_factor,
                 "Replication factor was set to an invalid non-positive value.",
             )
+    if num_partitions > settings.max_partitions_per_topic:
+        raise TopicProblem(ErrorCode.policy_violation, _per_topic_message(num_partitions, settings))
     configs: dict[str, str] = {}
     for config in topic.configs:
         if config.value is None:
@@ -118,6 +143,50 @@ def plan_topic(topic: Any, settings: Settings) -> CreateTopicRequest:
     if problem:
         raise TopicProblem(ErrorCode.invalid_config, problem)
     return CreateTopicRequest(topic.name, num_partitions, replication_factor, configs)
+
+
+def _per_topic_message(count: int, settings: Settings) -> str:
+    return (
+        f"A topic may have at most {settings.max_partitions_per_topic} partitions "
+        f"(max_partitions_per_topic), not {count}."
+    )
+
+
+def requested_partitions(topic: Any, settings: Settings) -> int:
+    """How many partitions a CreatableTopic asks for, counted as Kafka's controller counts
+    them for its per-request cap (before any other check)."""
+    if topic.assignments:
+        return len(topic.assignments)
+    count = int(topic.num_partitions)
+    return settings.num_partitions if count == -1 else max(count, 0)
+
+
+def too_many_per_request(count: int, settings: Settings) -> str | None:
+    """The refusal message when one request would create `count` new partitions."""
+    if count <= settings.max_partitions_per_request:
+        return None
+    return (
+        f"{EXCESSIVE_PARTITIONS} It asks for {count}; the limit is "
+        f"{settings.max_partitions_per_request} (max_partitions_per_request)."
+    )
+
+
+class ClusterBudget:
+    """Partitions left under `max_partitions`, spent topic by topic in request order."""
+
+    def __init__(self, existing: int, settings: Settings) -> None:
+        self.existing = existing
+        self.limit = settings.max_partitions
+
+    def take(self, count: int) -> TopicProblem | None:
+        if self.existing + count > self.limit:
+            return TopicProblem(
+                ErrorCode.policy_violation,
+                f"The cluster may have at most {self.limit} partitions (max_partitions); "
+                f"it has {self.existing}, and this would add {count}.",
+            )
+        self.existing += count
+        return None
 
 
 def _check_assignments(assignments: Sequence[Any]) -> tuple[int, int]:
@@ -195,8 +264,23 @@ def _create_failed(m: Any, name: str, error: ErrorCode, message: str | None) -> 
 async def create_topics(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     settings = ctx.broker.settings
+    refused = too_many_per_request(
+        sum(requested_partitions(t, settings) for t in request.topics), settings
+    )
+    if refused:
+        return build(
+            m.CreateTopicsResponse,
+            throttle_time=_ZERO,
+            topics=tuple(
+                _create_failed(m, t.name, ErrorCode.policy_violation, refused)
+                for t in request.topics
+            ),
+        )
     counts = Counter(t.name for t in request.topics)
-    existing = [t.name for t in await ctx.broker.topics.all()]
+    known = await ctx.broker.topics.all()
+    existing = {t.name for t in known}
+    collisions = CollisionIndex(existing)
+    budget = ClusterBudget(sum(t.num_partitions for t in known), settings)
     results: list[Any] = [None] * len(request.topics)
     plans: list[tuple[int, CreateTopicRequest]] = []
     for i, topic in enumerate(request.topics):
@@ -210,7 +294,7 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
         except TopicProblem as problem:
             results[i] = _create_failed(m, topic.name, problem.error, problem.message)
             continue
-        other = collides(plan.name, existing)
+        other = collisions.collides(plan.name)
         if other:
             results[i] = _create_failed(
                 m,
@@ -218,6 +302,10 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
                 ErrorCode.invalid_topic_exception,
                 f"Topic '{plan.name}' collides with existing topic: {other}",
             )
+            continue
+        over = None if plan.name in existing else budget.take(plan.num_partitions)
+        if over:
+            results[i] = _create_failed(m, topic.name, over.error, over.message)
             continue
         plans.append((i, plan))
     if plans:
@@ -316,7 +404,11 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
 
 
 def _partitions_problem(
-    current: int | None, name: str, count: int, assignments: Sequence[Any] | None
+    current: int | None,
+    name: str,
+    count: int,
+    assignments: Sequence[Any] | None,
+    settings: Settings,
 ) -> TopicProblem | None:
     if current is None:
         return TopicProblem(
@@ -332,6 +424,8 @@ def _partitions_problem(
         return TopicProblem(
             ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
         )
+    if count > settings.max_partitions_per_topic:
+        return TopicProblem(ErrorCode.policy_violation, _per_topic_message(count, settings))
     if assignments is not None and len(assignments) != count - current:
         return TopicProblem(
             ErrorCode.invalid_replica_assignment,
@@ -344,10 +438,28 @@ def _partitions_problem(
 @handles(37, 0, 3)
 async def create_partitions(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
+    settings = ctx.broker.settings
     counts = Counter(t.name for t in request.topics)
     current = {
         t.name: t.num_partitions for t in await ctx.broker.coordinator.get_topics(list(counts))
     }
+    added = sum(max(0, int(t.count) - current[t.name]) for t in request.topics if t.name in current)
+    refused = too_many_per_request(added, settings)
+    if refused:
+        return build(
+            m.CreatePartitionsResponse,
+            throttle_time=_ZERO,
+            results=tuple(
+                build(
+                    m.CreatePartitionsTopicResult,
+                    name=t.name,
+                    error_code=ErrorCode.policy_violation,
+                    error_message=refused,
+                )
+                for t in request.topics
+            ),
+        )
+    budget = ClusterBudget(sum(t.num_partitions for t in await ctx.broker.topics.all()), settings)
     results: list[Any] = [None] * len(request.topics)
     todo: list[tuple[int, CreatePartitionsRequest]] = []
     for i, topic in enumerate(request.topics):
@@ -357,8 +469,10 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
             )
         else:
             problem = _partitions_problem(
-                current.get(topic.name), topic.name, int(topic.count), topic.assignments
+                current.get(topic.name), topic.name, int(topic.count), topic.assignments, settings
             )
+        if problem is None:
+            problem = budget.take(int(topic.count) - current[topic.name])
         if problem:
             results[i] = build(
                 m.CreatePartitionsTopicResult,

@@ -10,16 +10,17 @@ import datetime
 import logging
 from typing import Any
 
-from lakelog.api.admin import CLUSTER_AUTHORIZED_OPERATIONS
+from lakelog.api.admin import CLUSTER_AUTHORIZED_OPERATIONS, ClusterBudget
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import CreateTopicRequest, TopicInfo
 from lakelog.errors import ErrorCode
-from lakelog.outage import is_outage
+from lakelog.outage import RateLimitedLog, is_outage
 from lakelog.topics import topic_name_error
 from lakelog.zones import client_zone, partition_broker, zone_brokers
 
 log = logging.getLogger(__name__)
+_capped = RateLimitedLog(log)
 
 METADATA_KEY = 3
 FIND_COORDINATOR_KEY = 10
@@ -28,11 +29,31 @@ LEADER_EPOCH = 0
 
 
 async def _auto_create(ctx: RequestContext, names: list[str]) -> None:
+    """Create the legal names among `names` with the default partition count, as far as
+    the partition caps allow (`max_partitions_per_topic`, `max_partitions_per_request`,
+    `max_partitions`): the names left over stay unknown, as with auto-creation off."""
     settings = ctx.broker.settings
+    count = settings.num_partitions
+    legal = [name for name in dict.fromkeys(names) if topic_name_error(name) is None]
+    room = len(legal)
+    if count > settings.max_partitions_per_topic:
+        room = 0
+    elif count > 0:
+        room = min(room, settings.max_partitions_per_request // count)
+        budget = ClusterBudget(
+            sum(t.num_partitions for t in await ctx.broker.topics.all()), settings
+        )
+        room = min(room, max(0, budget.limit - budget.existing) // count)
+    if room < len(legal):
+        _capped.warning(
+            "auto-creating %d of %d topics asked for: the partition limits "
+            "(max_partitions_per_topic, max_partitions_per_request, max_partitions) hold the rest",
+            room,
+            len(legal),
+        )
     requests = [
-        CreateTopicRequest(name, settings.num_partitions, settings.default_replication_factor)
-        for name in names
-        if topic_name_error(name) is None
+        CreateTopicRequest(name, count, settings.default_replication_factor)
+        for name in legal[:room]
     ]
     if requests:
         results = await ctx.broker.coordinator.create_topics(requests)
