@@ -33,9 +33,10 @@ _INT_RANGES = {
     "uint64": (">Q", 64, False),
 }
 
-CAPPED_INTS = frozenset({"num_partitions", "count", "replication_factor"})
-"""Sizes whose upper bound is another limit's business (partitions per request): the
-sweep's `max` gives them a small count."""
+CAPPED_INTS = frozenset({"num_partitions", "count", "replication_factor", "max_wait"})
+"""The sweep's `max` gives these 1: partition counts (their upper bound is the partition
+limits' business) and Fetch's long-poll wait (a Fetch with nothing to return waits that
+long, as in Kafka, and the connection's later answers wait behind it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,9 @@ SHAPES = (
     Shape("int-min", ("one",), "name", "min"),
     Shape("int-max", ("one",), "name", "max"),
     Shape("plain", ("one",), "name", "one"),
+    Shape("nested-empty-min", ("one", "empty"), "name", "min"),
+    Shape("nested-empty-neg1", ("one", "empty"), "name", "neg1"),
+    Shape("nested-empty-max", ("one", "empty"), "name", "max"),
 )
 
 
