@@ -220,7 +220,7 @@ def _array(elem: _Node, flexible: bool, nullable: bool) -> _Node:
 
 def _tagged_fields(known: dict[int, Step]) -> Step:
     """A flexible entity's tagged fields: count, then (tag, size, bytes) each; known tags
-    are walked within their size, since kio decodes them."""
+    are walked within their size, since kio decodes them, and must fill it exactly."""
 
     def tagged(buf: Buffer, pos: int, end: int) -> int:
         count, pos = _uvarint(buf, pos, end)
@@ -235,8 +235,10 @@ def _tagged_fields(known: dict[int, Step]) -> Step:
             if stop > end:
                 raise OutOfBounds(f"tagged field {tag} of {size} bytes overruns the body")
             walk = known.get(tag)
-            if walk is not None:
-                walk(buf, pos, stop)
+            if walk is not None and walk(buf, pos, stop) != stop:
+                # kio reads on from where the value ends, not from its size: the bytes it
+                # would read next must be the ones checked here.
+                raise OutOfBounds(f"tagged field {tag} is not {size} bytes long")
             pos = stop
         return pos
 

@@ -8,6 +8,7 @@ hole in the guard then fails the test instead of killing the test runner.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import struct
@@ -22,7 +23,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
 from lakelog.protocol.bounded import OutOfBounds, check_body
-from lakelog.protocol.frames import parse_header
+from lakelog.protocol.frames import MalformedRequest, api_schema, decode_body, parse_header
 from tests.support.request_samples import encode, frame, handled_versions, sample, sample_body
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -69,6 +70,13 @@ BAD_BODIES: dict[str, tuple[int, int, bytes]] = {
     "fetch-v12-tag-size": (1, 12, FETCH_V12_EMPTY + b"\x01\x00" + HUGE),
     "fetch-v12-unknown-tag-size": (1, 12, FETCH_V12_EMPTY + b"\x01\x07" + HUGE),
     "fetch-v12-cluster-id-inside-tag": (1, 12, FETCH_V12_EMPTY + b"\x01\x00\x05" + HUGE),
+    # kio reads on after a known tag's value, not after its size: a short value would let
+    # it read unchecked bytes as the next tag
+    "fetch-v12-tag-longer-than-value": (
+        1,
+        12,
+        FETCH_V12_EMPTY + b"\x02\x00\x08" + compact(b"a") + b"\x01\x07" + HUGE + b"\x00\x00",
+    ),
     "fetch-v12-partition-tag-size": (
         1,
         12,
@@ -312,3 +320,28 @@ async def test_mirror_source_connection_refuses_a_response_with_a_huge_length() 
     )
     with pytest.raises(ConnectionError, match="malformed response"):
         await connection._roundtrip(5.0, 3, 12, request_body)
+
+
+class PanicException(BaseException):
+    """Stands in for pyo3's PanicException (a Rust panic raised into Python)."""
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [(PanicException("index out of bounds"), MalformedRequest), (KeyboardInterrupt(), None)],
+)
+def test_a_panic_in_kio_is_a_malformed_request(
+    raised: BaseException, expected: type[Exception] | None
+) -> None:
+    body = sample_body(3, 12)
+    data = memoryview(frame(3, 12, body))
+    header = parse_header(data)
+    schema = api_schema(3, 12)
+    assert schema is not None
+
+    def read_request(buf: object, pos: int) -> tuple[object, int]:
+        raise raised
+
+    panicking = dataclasses.replace(schema, read_request=read_request)
+    with pytest.raises(expected or type(raised)):
+        decode_body(panicking, data, header)
