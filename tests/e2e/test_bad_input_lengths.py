@@ -14,7 +14,10 @@ import uuid
 
 import pytest
 from e2e_harness import BrokerProcess, create_topic
-from e2e_wire import WireClient
+from e2e_wire import WireClient, request_class
+from security_support import USERS, SecureFactory, secure_broker
+
+__all__ = ["secure_broker"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -79,17 +82,20 @@ def closed_or_answered(client: WireClient, timeout: float = 10.0) -> str:
     return "answered"
 
 
-def serves_a_real_client(broker: BrokerProcess, topic: str) -> None:
+def serves_a_real_client(
+    broker: BrokerProcess, topic: str, conf: dict[str, str] | None = None
+) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+    conf = {"bootstrap.servers": broker.bootstrap, **(conf or {})}
     value = f"alive-{uuid.uuid4().hex}".encode()
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    producer = Producer({**conf, "acks": "all"})
     delivered: list[object] = []
     producer.produce(topic, value=value, partition=0, on_delivery=lambda e, m: delivered.append(e))
     assert producer.flush(30) == 0 and delivered == [None], delivered
     consumer = Consumer(
         {
-            "bootstrap.servers": broker.bootstrap,
+            **conf,
             "group.id": f"alive-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 100,
@@ -126,3 +132,46 @@ def test_huge_lengths_do_not_take_the_broker_down(broker: BrokerProcess) -> None
     assert broker.tracebacks() == [], broker.tracebacks()
     assert "memory allocation" not in broker.log_text()
     assert set(outcomes.values()) <= {"closed", "answered"}, outcomes
+
+
+SASL_BEFORE_LOGIN = {
+    "metadata-v12-24-bytes": METADATA_V12_CRASH,
+    "sasl-authenticate-v2-auth-bytes": sized(header(36, 2, True) + HUGE + b"\x00"),
+    "sasl-handshake-v1-mechanism": sized(header(17, 1, False) + struct.pack(">h", 0x7FFF) + b"P"),
+}
+
+
+def test_huge_lengths_on_a_sasl_listener_before_and_after_login(
+    secure_broker: SecureFactory,
+) -> None:
+    broker, _, _ = secure_broker("SASL_PLAINTEXT")
+    for name, frame in SASL_BEFORE_LOGIN.items():
+        with WireClient(broker.port) as client:
+            client.send_raw(frame)
+            closed_or_answered(client)
+        assert broker.alive(), f"broker died on {name} before login: {broker.exit_codes}"
+    with WireClient(broker.port) as client:
+        handshake = client.request(
+            17, 1, request_class(17, 1).SaslHandshakeRequest(mechanism="PLAIN")
+        )
+        assert int(handshake.error_code) == 0, handshake
+        token = b"\0alice\0" + USERS["alice"].encode()
+        login = client.request(
+            36, 2, request_class(36, 2).SaslAuthenticateRequest(auth_bytes=token)
+        )
+        assert int(login.error_code) == 0, login
+        client.send_raw(METADATA_V12_CRASH)
+        closed_or_answered(client)
+    assert broker.alive(), f"broker died after login: exit codes {broker.exit_codes}"
+    sasl = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": USERS["alice"],
+    }
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **sasl})
+    admin.create_topics([NewTopic("lengths-sasl", 1, 1)])["lengths-sasl"].result(30)
+    serves_a_real_client(broker, "lengths-sasl", sasl)
+    assert broker.tracebacks() == [], broker.tracebacks()
