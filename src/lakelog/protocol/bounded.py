@@ -66,6 +66,7 @@ class _Node:
     min_size: int
     fixed: int | None
     step: Step | None  # None for fixed-size items
+    compact: bool = False  # a non-nullable compact string or bytes
 
 
 def check_body(entity_cls: type, buf: Buffer, pos: int) -> int:
@@ -205,6 +206,26 @@ def _array(elem: _Node, flexible: bool, nullable: bool) -> _Node:
             return pos + n * fixed  # within end: least == fixed (or 1 for empty elements)
 
         step: Step = fixed_array
+    elif elem.compact:
+        assert walk is not None
+
+        def compact_array(buf: Buffer, pos: int, end: int) -> int:
+            """Strings of a flexible array, with the one-byte length read inline: the cost
+            of a body of many tiny strings is this loop."""
+            n, pos = count(buf, pos, end)
+            for _ in range(n):
+                if pos >= end:
+                    raise OutOfBounds("body ends inside an array")
+                length = buf[pos]
+                if 0 < length < 0x80:
+                    pos += length  # the length byte and length - 1 bytes
+                else:
+                    pos = walk(buf, pos, end)  # longer lengths; null, which it refuses
+            if pos > end:
+                raise OutOfBounds("the last string of an array overruns the body")
+            return pos
+
+        step = compact_array
     else:
         assert walk is not None
 
@@ -288,7 +309,7 @@ def _primitive(kafka_type: Any, flexible: bool, nullable: bool, name: str) -> _N
     if kafka_type not in _VARIABLE_TYPES:
         raise TypeError(f"unsupported kafka_type {kafka_type!r} of {name}")
     if flexible:
-        return _Node(1, None, _compact_bytes(nullable))
+        return _Node(1, None, _compact_bytes(nullable), compact=not nullable)
     width = 2 if kafka_type == "string" else 4
     return _Node(width, None, _legacy_bytes(nullable, width))
 

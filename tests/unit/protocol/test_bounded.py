@@ -367,3 +367,17 @@ def test_requests_captured_from_real_clients_pass_the_guard() -> None:
         assert check_body(cls, data, header.body_offset) <= len(data), path.name
         checked += 1
     assert checked > 0
+
+
+def test_string_arrays_with_long_null_and_overrunning_elements() -> None:
+    """The inline loop over a flexible string array (DescribeGroups v5 groups)."""
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+
+    cls = DescribeGroupsRequest
+    body = encode(cls(groups=("a" * 200, "", "b" * 127, "c"), include_authorized_operations=True))
+    assert check_body(cls, body, 0) == entity_reader(cls)(body, 0)[1] == len(body)
+    null_element = b"\x03" + compact(b"g") + b"\x00" + b"\x00\x00"
+    overrun_last = b"\x03" + compact(b"g") + b"\x05ab"
+    for bad in (null_element, overrun_last, b"\x02" + bytes.fromhex("8001") + b"x" * 10):
+        with pytest.raises(OutOfBounds):
+            check_body(cls, bad, 0)
