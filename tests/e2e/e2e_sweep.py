@@ -8,9 +8,10 @@ Nothing here imports the broker; `decodes` tells what a strict Kafka parser acce
 from __future__ import annotations
 
 import dataclasses
+import socket
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -267,19 +268,28 @@ KIO_NEGATIVE_TIMESTAMP = "Cannot parse negative timestamp"
 transaction that has none), which Kafka sends too."""
 
 
+Login = Callable[["socket.socket"], None]
+"""Run on each new connection before the request (SASL authentication)."""
+
+
 def send(
-    port: int, api_key: int, api_version: int, payload: bytes, timeout: float = 10.0
+    port: int,
+    api_key: int,
+    api_version: int,
+    payload: bytes,
+    timeout: float = 10.0,
+    login: Login | None = None,
 ) -> tuple[str, int | None]:
     """Send one request then an ApiVersions v0 probe on the same connection and read until
     the probe's answer: (result, top-level error code). The request's own answer must
-    decode with its response class, exactly."""
-    import socket
-
+    decode with its response class, exactly. "answered, closed": answered, then closed."""
     from e2e_harness import HOST, recv_exact
     from e2e_wire import decode_response
 
     probe = struct.pack(">ihhih", 10, 18, 0, PROBE_CORRELATION, 0)
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
+        if login is not None:
+            login(sock)
         sock.sendall(frame(api_key, api_version, 1, payload) + probe)
         result, code = "no answer", None
         while True:
@@ -289,7 +299,7 @@ def send(
             except TimeoutError:
                 return "hang", code
             except OSError:
-                return "closed", code
+                return ("answered, closed" if result == "answered" else "closed"), code
             (correlation,) = struct.unpack_from(">i", data)
             if correlation == PROBE_CORRELATION:
                 return result, code
@@ -306,8 +316,32 @@ def send(
             result = "answered"
 
 
+def sasl_plain(user: str, password: str) -> Login:
+    """A `Login` that authenticates with SaslHandshake v1 and SaslAuthenticate v1 (PLAIN)."""
+    from e2e_harness import recv_exact
+    from e2e_wire import decode_response, encode_request, request_class
+
+    def login(sock: socket.socket) -> None:
+        handshake = request_class(17, 1)
+        sock.sendall(encode_request(17, 1, 1, handshake.SaslHandshakeRequest(mechanism="PLAIN")))
+        (size,) = struct.unpack(">i", recv_exact(sock, 4))
+        _, answer = decode_response(17, 1, recv_exact(sock, size))
+        assert int(answer.error_code) == 0, answer
+        auth = request_class(36, 1)
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        sock.sendall(encode_request(36, 1, 2, auth.SaslAuthenticateRequest(auth_bytes=token)))
+        (size,) = struct.unpack(">i", recv_exact(sock, 4))
+        _, answer = decode_response(36, 1, recv_exact(sock, size))
+        assert int(answer.error_code) == 0, answer
+
+    return login
+
+
 def sweep(
-    port: int, apis: dict[int, tuple[int, int]], shapes: tuple[Shape, ...] = SHAPES
+    port: int,
+    apis: dict[int, tuple[int, int]],
+    shapes: tuple[Shape, ...] = SHAPES,
+    login: Login | None = None,
 ) -> list[Outcome]:
     """Every shape of every version of every API, one connection each."""
     out = []
@@ -315,7 +349,7 @@ def sweep(
         for version in range(low, high + 1):
             for shape in shapes:
                 payload = body(api_key, version, shape)
-                result, code = send(port, api_key, version, payload)
+                result, code = send(port, api_key, version, payload, login=login)
                 ok = decodes(api_key, version, payload)
                 out.append(Outcome(api_key, version, shape.id, ok, result, code))
     return out

@@ -31,10 +31,12 @@ from e2e_sweep import (
     decodes,
     has_top_level_error,
     problem,
+    sasl_plain,
     send,
     sweep,
 )
 from e2e_wire import WireClient, api_versions_v0, request_class
+from security_support import USERS, listener_env, write_users
 
 NONE = 0
 LIVE_TOPIC = "null-fields-live"
@@ -72,20 +74,24 @@ def versions(null_broker: BrokerProcess) -> dict[int, tuple[int, int]]:
     return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
 
 
-def serves_a_client(broker: BrokerProcess) -> None:
-    """The broker is alive and a normal client (librdkafka) produces a record and reads it
-    back."""
+def serves_a_client(broker: BrokerProcess, **config: str) -> None:
+    """The broker is alive and a normal client (librdkafka, with `config`) produces a
+    record and reads it back."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     assert broker.alive(), f"broker died: exit codes {broker.exit_codes}"
     value = f"alive-{uuid.uuid4().hex}".encode()
     delivered: list[Any] = []
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0, **config}
+    )
     producer.produce(LIVE_TOPIC, value, partition=0, on_delivery=lambda e, m: delivered.append(m))
     assert producer.flush(20) == 0, "a record still undelivered after 20 s"
     (msg,) = delivered
     assert msg.error() is None, msg.error()
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "null-fields-reader"})
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "null-fields-reader", **config}
+    )
     try:
         consumer.assign([TopicPartition(LIVE_TOPIC, 0, msg.offset())])
         deadline = time.monotonic() + 20
@@ -248,3 +254,97 @@ def test_sweep_every_api_and_version(
     assert closings <= closed, f"{closings} log lines for {closed} closed connections"
     assert took < 60, f"sweep took {took:.0f} s"
     serves_a_client(null_broker)
+
+
+# ------------------------------------------------------------------- SASL listener
+
+SASL_USER = "alice"
+SASL_CLIENT = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": SASL_USER,
+    "sasl.password": USERS[SASL_USER],
+}
+SASL_KEYS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    base = Path(tmp_path_factory.mktemp("null-fields-sasl"))
+    users = write_users(base / "users.txt")
+    proc = BrokerProcess(
+        base / "data",
+        env={
+            **FAST_COMMITS,
+            **listener_env("SASL_PLAINTEXT", None, users),
+            "AUTO_CREATE_TOPICS_ENABLE": False,
+        },
+        name="null-fields-sasl",
+    )
+    proc.start()
+    try:
+        with WireClient(proc.port) as client:
+            login = sasl_plain(SASL_USER, USERS[SASL_USER])
+            login(client.sock)
+            topics = request_class(19, 2)
+            client.request(
+                19,
+                2,
+                topics.CreateTopicsRequest(
+                    topics=tuple(
+                        topics.CreatableTopic(
+                            name=topics.TopicName(name),
+                            num_partitions=topics.i32(1),
+                            replication_factor=topics.i16(1),
+                            assignments=(),
+                            configs=(),
+                        )
+                        for name in (LIVE_TOPIC, SWEEP_NAME)
+                    ),
+                    timeout=topics.CreateTopicsRequest.__dataclass_fields__["timeout"].default,
+                    validate_only=False,
+                ),
+            )
+        yield proc
+    finally:
+        proc.close()
+        warn_tracebacks(proc)
+
+
+def before_login_problem(outcome: Outcome) -> str | None:
+    """Before SASL login: ApiVersions is served as anywhere; SaslHandshake and
+    SaslAuthenticate are answered (a failure closes the connection after its answer), or
+    closed when they do not decode; every other API closes the connection."""
+    if outcome.api_key == 18:
+        return problem(outcome)
+    if outcome.api_key in SASL_KEYS:
+        if outcome.decodes and outcome.result.startswith("answered"):
+            return None
+        if not outcome.decodes and outcome.result == "closed":
+            return None
+        return f"{outcome.case}: {outcome.result} before login"
+    if outcome.result == "closed":
+        return None
+    return f"{outcome.case}: {outcome.result} before login (expected a close)"
+
+
+def test_sweep_on_a_sasl_listener(sasl_broker: BrokerProcess) -> None:
+    """The sweep before login (every advertised API and version) and after a PLAIN login
+    (all but the SASL APIs themselves) on one SASL_PLAINTEXT broker."""
+    with WireClient(sasl_broker.port) as client:
+        response = client.request(18, 0, api_versions_v0())
+    versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+    assert set(versions) >= SASL_KEYS
+    started = time.monotonic()
+    before = sweep(sasl_broker.port, versions, SHAPES)
+    problems = [p for o in before if (p := before_login_problem(o)) is not None]
+    assert not problems, problems[:20]
+    after_apis = {k: v for k, v in versions.items() if k not in SASL_KEYS}
+    login = sasl_plain(SASL_USER, USERS[SASL_USER])
+    after = sweep(sasl_broker.port, after_apis, SHAPES, login=login)
+    problems = [p for o in after if (p := problem(o)) is not None]
+    assert not problems, problems[:20]
+    took = time.monotonic() - started
+    no_tracebacks(sasl_broker)
+    assert took < 60, f"sweeps took {took:.0f} s"
+    serves_a_client(sasl_broker, **SASL_CLIENT)
