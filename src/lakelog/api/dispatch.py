@@ -124,9 +124,11 @@ class Dispatcher:
         exc: MalformedRequest,
     ) -> Buffers:
         """A request whose header parsed but whose body did not: the API's response with
-        INVALID_REQUEST as its top-level error, or (APIs without one: Kafka closes the
-        connection on any body it cannot parse) a closed connection. One log line either
-        way; the connection is not served past an undecodable request out of order."""
+        INVALID_REQUEST as its top-level error, so the client learns why (the frame size
+        kept the connection in step), or a closed connection where the response has no
+        top-level error to carry it. Kafka closes the connection on every body it cannot
+        parse ("Error getting request for apiKey"); with nothing of the request to echo,
+        per-entity errors are not an option. One log line either way."""
         response = build_error_response(
             header.api_key,
             header.api_version,
