@@ -1,0 +1,738 @@
+"""Capture the fuzz corpus: real requests from kafka-python, confluent-kafka and aiokafka.
+
+    .venv/bin/python scripts/capture_corpus.py [--out tests/fuzz/corpus] [--per-version 3]
+        [--client kafka-python|confluent-kafka|aiokafka] [--keep DIR]
+
+Starts a Lakelog broker (embedded defaults) on PLAINTEXT and another on SASL_PLAINTEXT,
+each behind a recording TCP proxy on 127.0.0.1 (the brokers advertise the proxy's port, so
+every connection a client opens goes through it). Each client then runs a broad workload:
+admin (create/describe/delete topics, configs, create partitions, groups, offsets, delete
+records), producers (plain, idempotent, transactional), consumer groups with commits, and
+logs in with SASL PLAIN and SCRAM. The client->broker byte stream of every connection is
+split into frames; up to `--per-version` distinct frames per (client, API, version) are
+kept (different bodies once the correlation id is blanked, preferring different sizes),
+Produce record payloads are kept small by the workload itself, and frames over 64 KiB are
+dropped. Files: `<out>/<client>/<api>-v<version>-<n>.bin` (the frame without its 4-byte
+size prefix), plus `<out>/index.json` (client -> api -> versions). Old files of a captured
+client are replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+for extra in (REPO, REPO / "tests" / "e2e"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from e2e_harness import HOST, BrokerProcess, free_port  # noqa: E402
+
+from tests.fuzz.corpus_io import API_NAMES, write_corpus  # noqa: E402
+
+USER, PASSWORD = "alice", "alice-secret"
+MAX_FRAME = 64 * 1024
+CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka")
+OLDER_KAFKA_PYTHON = ((1, 1, 0), (2, 1, 0), (2, 5, 0), (3, 0, 0))
+
+
+# --------------------------------------------------------------------------- the proxy
+
+
+class RecordingProxy:
+    """127.0.0.1:port -> the broker; every client->broker frame is appended to `frames`
+    as (label, frame bytes without the size prefix). `label` is whatever the workload set
+    last (the client under test)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self.label = "unlabelled"
+        self.frames: list[tuple[str, bytes]] = []
+        self._lock = threading.Lock()
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((HOST, self.port))
+        self._sock.listen(128)
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection((HOST, self.upstream_port), timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            label = self.label
+            threading.Thread(target=self._up, args=(client, upstream, label), daemon=True).start()
+            threading.Thread(target=self._down, args=(upstream, client), daemon=True).start()
+
+    def _up(self, client: socket.socket, upstream: socket.socket, label: str) -> None:
+        pending = b""
+        try:
+            while True:
+                data = client.recv(1 << 16)
+                if not data:
+                    break
+                upstream.sendall(data)
+                pending += data
+                while len(pending) >= 4:
+                    (size,) = struct.unpack_from(">i", pending)
+                    if len(pending) < 4 + size:
+                        break
+                    frame, pending = pending[4 : 4 + size], pending[4 + size :]
+                    with self._lock:
+                        self.frames.append((label, frame))
+        except OSError:
+            pass
+        finally:
+            for sock in (client, upstream):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    @staticmethod
+    def _down(upstream: socket.socket, client: socket.socket) -> None:
+        try:
+            while True:
+                data = upstream.recv(1 << 16)
+                if not data:
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (client, upstream):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._closed = True
+        self._sock.close()
+
+
+# --------------------------------------------------------------------------- workloads
+
+Step = Callable[[], Any]
+
+
+def _run_steps(client: str, steps: list[tuple[str, Step]], failures: list[str]) -> None:
+    for name, step in steps:
+        started = time.monotonic()
+        try:
+            step()
+            print(f"  {client}: {name} ok ({time.monotonic() - started:.1f}s)", flush=True)
+        except Exception as exc:
+            failures.append(f"{client}: {name}: {exc!r}")
+            print(f"  {client}: {name} FAILED: {exc!r}", flush=True)
+            traceback.print_exc(limit=3)
+
+
+def kafka_python_workload(
+    bootstrap: str,
+    tag: str,
+    failures: list[str],
+    sasl: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    import kafka
+    from kafka import TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, OffsetSpec
+    from kafka.structs import OffsetAndMetadata
+
+    common: dict[str, Any] = {"bootstrap_servers": bootstrap, "request_timeout_ms": 15000}
+    common |= (sasl or {}) | (extra or {})
+    topic, other, group = f"kp-{tag}", f"kp-other-{tag}", f"kp-group-{tag}"
+    if sasl:
+        producer = kafka.KafkaProducer(**common, linger_ms=5)
+        producer.send(topic, b"sasl-value").get(30)
+        producer.close(5)
+        return
+    admin = KafkaAdminClient(**common, client_id="kp-admin")
+    state: dict[str, Any] = {}
+
+    def produce(**conf: Any) -> None:
+        producer = kafka.KafkaProducer(**common, linger_ms=5, **conf)
+        for i in range(20):
+            producer.send(topic, key=f"k{i}".encode(), value=b"v" * (i % 7), partition=i % 3)
+        producer.flush(30)
+        producer.close(5)
+
+    def transactional() -> None:
+        producer = kafka.KafkaProducer(
+            **common, transactional_id=f"kp-tx-{tag}", linger_ms=5, enable_idempotence=True
+        )
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"tx-commit", partition=0)
+        producer.send_offsets_to_transaction(
+            {TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)}, group
+        )
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, b"tx-abort", partition=1)
+        producer.flush(10)
+        producer.abort_transaction()
+        producer.close(5)
+
+    def consume() -> None:
+        consumer = kafka.KafkaConsumer(
+            topic,
+            **common,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            consumer_timeout_ms=4000,
+            isolation_level="read_committed",
+        )
+        for seen, _ in enumerate(consumer, 1):
+            if seen % 10 == 0:
+                consumer.commit()
+        consumer.commit()
+        parts = [TopicPartition(topic, p) for p in range(3)]
+        consumer.committed(parts[0])
+        consumer.beginning_offsets(parts)
+        consumer.end_offsets(parts)
+        consumer.offsets_for_times({p: 0 for p in parts})
+        consumer.close()
+        assign = kafka.KafkaConsumer(**common, group_id=None, consumer_timeout_ms=1500)
+        assign.assign(parts)
+        assign.seek_to_beginning()
+        for _ in assign:
+            pass
+        assign.close()
+
+    def committed_admin() -> None:
+        admin.list_groups()
+        admin.describe_groups([group])
+        admin.list_group_offsets({group: None})
+        tp = TopicPartition(topic, 0)
+        admin.alter_group_offsets(group, {tp: OffsetAndMetadata(2, "m", -1)})
+        admin.delete_group_offsets(group, [tp])
+        admin.list_partition_offsets(
+            {TopicPartition(topic, p): OffsetSpec.LATEST for p in range(3)}
+        )
+        admin.delete_groups([group])
+
+    steps: list[tuple[str, Step]] = [
+        ("api_versions", admin.api_versions),
+        (
+            "create_topics",
+            lambda: admin.create_topics(
+                {
+                    topic: {
+                        "num_partitions": 3,
+                        "replication_factor": 1,
+                        "configs": {"retention.ms": "3600000"},
+                    },
+                    other: {"num_partitions": 1, "replication_factor": 1},
+                },
+                timeout_ms=15000,
+            ),
+        ),
+        (
+            "create_topics_validate",
+            lambda: admin.create_topics([f"kp-v-{tag}"], validate_only=True),
+        ),
+        ("wait_for_topics", lambda: admin.wait_for_topics([topic, other], timeout_ms=15000)),
+        ("list_topics", admin.list_topics),
+        ("describe_topics", lambda: admin.describe_topics([topic])),
+        ("describe_cluster", admin.describe_cluster),
+        (
+            "describe_configs",
+            lambda: admin.describe_configs(
+                [
+                    ConfigResource(ConfigResourceType.TOPIC, topic),
+                    ConfigResource(ConfigResourceType.BROKER, "0"),
+                ],
+                include_synonyms=True,
+            ),
+        ),
+        (
+            "alter_configs",
+            lambda: admin.alter_configs(
+                [
+                    ConfigResource(
+                        ConfigResourceType.TOPIC, topic, configs={"retention.ms": "7200000"}
+                    )
+                ]
+            ),
+        ),
+        (
+            "alter_configs_legacy",
+            lambda: admin.alter_configs(
+                [
+                    ConfigResource(
+                        ConfigResourceType.TOPIC, other, configs={"retention.ms": "1000000"}
+                    )
+                ],
+                incremental=False,
+            ),
+        ),
+        ("create_partitions", lambda: admin.create_partitions({other: 2})),
+        ("produce_idempotent", lambda: produce()),
+        ("produce_plain", lambda: produce(enable_idempotence=False, acks=1)),
+        ("produce_gzip", lambda: produce(enable_idempotence=False, compression_type="gzip")),
+        ("produce_acks0", lambda: produce(enable_idempotence=False, acks=0)),
+        ("transactional", transactional),
+        ("consume", consume),
+        ("group_admin", committed_admin),
+        ("list_transactions", admin.list_transactions),
+        ("describe_transactions", lambda: admin.describe_transactions([f"kp-tx-{tag}"])),
+        ("describe_producers", lambda: admin.describe_producers([TopicPartition(topic, 0)])),
+        ("delete_records", lambda: admin.delete_records({TopicPartition(topic, 0): 1})),
+        ("delete_topics", lambda: admin.delete_topics([other], timeout_ms=15000)),
+    ]
+    _run_steps("kafka-python", steps, failures)
+    state.clear()
+    admin.close()
+
+
+def confluent_workload(
+    bootstrap: str, tag: str, failures: list[str], sasl: dict[str, Any] | None = None
+) -> None:
+    from confluent_kafka import (
+        Consumer,
+        ConsumerGroupTopicPartitions,
+        IsolationLevel,
+        Producer,
+        TopicCollection,
+        TopicPartition,
+    )
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        OffsetSpec,
+    )
+
+    common: dict[str, Any] = {"bootstrap.servers": bootstrap} | (sasl or {})
+    topic, other, group = f"ck-{tag}", f"ck-other-{tag}", f"ck-group-{tag}"
+    if sasl:
+        producer = Producer({**common, "linger.ms": 5})
+        producer.produce(topic, b"sasl-value")
+        if producer.flush(30) != 0:
+            raise RuntimeError("not delivered over SASL")
+        return
+    admin = AdminClient(common)
+
+    def wait(futures: Any) -> None:
+        if isinstance(futures, dict):
+            for future in futures.values():
+                future.result(timeout=20)
+        else:
+            futures.result(timeout=20)
+
+    def produce(**conf: Any) -> None:
+        producer = Producer({**common, "linger.ms": 5, **conf})
+        for i in range(20):
+            producer.produce(topic, key=f"k{i}".encode(), value=b"v" * (i % 7), partition=i % 3)
+        if producer.flush(30) != 0:
+            raise RuntimeError("not all delivered")
+
+    def transactional() -> None:
+        producer = Producer({**common, "transactional.id": f"ck-tx-{tag}", "linger.ms": 5})
+        producer.init_transactions(20)
+        producer.begin_transaction()
+        producer.produce(topic, b"tx-commit", partition=0)
+        consumer = Consumer({**common, "group.id": group, "enable.auto.commit": False})
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic, 0, 1)], consumer.consumer_group_metadata(), 20
+        )
+        consumer.close()
+        producer.commit_transaction(20)
+        producer.begin_transaction()
+        producer.produce(topic, b"tx-abort", partition=1)
+        producer.flush(10)
+        producer.abort_transaction(20)
+
+    def consume() -> None:
+        consumer = Consumer(
+            {
+                **common,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 12
+        seen = 0
+        while time.monotonic() < deadline and seen < 60:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen += 1
+                if seen % 10 == 0:
+                    consumer.commit(asynchronous=False)
+        parts = [TopicPartition(topic, p) for p in range(3)]
+        consumer.committed(parts, timeout=10)
+        consumer.get_watermark_offsets(parts[0], timeout=10)
+        consumer.offsets_for_times([TopicPartition(topic, p, 0) for p in range(3)], timeout=10)
+        consumer.close()
+
+    def group_admin() -> None:
+        admin.list_consumer_groups().result(timeout=20)
+        wait(admin.describe_consumer_groups([group]))
+        wait(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]))
+        wait(
+            admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 2)])]
+            )
+        )
+        wait(admin.delete_consumer_groups([group]))
+
+    steps: list[tuple[str, Step]] = [
+        (
+            "create_topics",
+            lambda: wait(
+                admin.create_topics(
+                    [
+                        NewTopic(topic, 3, 1, config={"retention.ms": "3600000"}),
+                        NewTopic(other, 1, 1),
+                    ]
+                )
+            ),
+        ),
+        (
+            "create_topics_validate",
+            lambda: wait(admin.create_topics([NewTopic(f"ck-v-{tag}", 2, 1)], validate_only=True)),
+        ),
+        ("list_topics", lambda: admin.list_topics(timeout=10)),
+        (
+            "describe_topics",
+            lambda: wait(admin.describe_topics(TopicCollection([topic]))),
+        ),
+        ("describe_cluster", lambda: admin.describe_cluster().result(timeout=20)),
+        (
+            "describe_configs",
+            lambda: wait(
+                admin.describe_configs(
+                    [ConfigResource("topic", topic), ConfigResource("broker", "0")]
+                )
+            ),
+        ),
+        (
+            "alter_configs",
+            lambda: wait(
+                admin.alter_configs(
+                    [ConfigResource("topic", other, set_config={"retention.ms": "1000000"})]
+                )
+            ),
+        ),
+        (
+            "incremental_alter_configs",
+            lambda: wait(
+                admin.incremental_alter_configs(
+                    [
+                        ConfigResource(
+                            "topic",
+                            topic,
+                            incremental_configs=[
+                                ConfigEntry(
+                                    "retention.ms",
+                                    "7200000",
+                                    incremental_operation=AlterConfigOpType.SET,
+                                )
+                            ],
+                        )
+                    ]
+                )
+            ),
+        ),
+        ("create_partitions", lambda: wait(admin.create_partitions([NewPartitions(other, 2)]))),
+        ("produce_plain", lambda: produce(**{"enable.idempotence": False, "acks": 1})),
+        ("produce_idempotent", lambda: produce(**{"enable.idempotence": True})),
+        ("produce_lz4", lambda: produce(**{"compression.type": "lz4"})),
+        ("produce_zstd", lambda: produce(**{"compression.type": "zstd"})),
+        ("transactional", transactional),
+        ("consume", consume),
+        ("group_admin", group_admin),
+        (
+            "list_offsets",
+            lambda: wait(
+                admin.list_offsets(
+                    {TopicPartition(topic, 0): OffsetSpec.latest()},
+                    isolation_level=IsolationLevel.READ_COMMITTED,
+                )
+            ),
+        ),
+        ("delete_records", lambda: wait(admin.delete_records([TopicPartition(topic, 0, 1)]))),
+        ("delete_topics", lambda: wait(admin.delete_topics([other], operation_timeout=15))),
+    ]
+    _run_steps("confluent-kafka", steps, failures)
+
+
+def aiokafka_workload(
+    bootstrap: str, tag: str, failures: list[str], sasl: dict[str, Any] | None = None
+) -> None:
+    asyncio.run(_aiokafka(bootstrap, tag, failures, sasl))
+
+
+async def _aiokafka(
+    bootstrap: str, tag: str, failures: list[str], sasl: dict[str, Any] | None
+) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    common: dict[str, Any] = {"bootstrap_servers": bootstrap, "request_timeout_ms": 15000}
+    common |= sasl or {}
+    topic, other, group = f"ak-{tag}", f"ak-other-{tag}", f"ak-group-{tag}"
+    if sasl:
+        producer = AIOKafkaProducer(**common)
+        await producer.start()
+        await producer.send_and_wait(topic, b"sasl-value")
+        await producer.stop()
+        return
+    admin = AIOKafkaAdminClient(**common)
+    await admin.start()
+
+    async def produce(**conf: Any) -> None:
+        producer = AIOKafkaProducer(**common, linger_ms=5, **conf)
+        await producer.start()
+        try:
+            for i in range(20):
+                await producer.send(
+                    topic, key=f"k{i}".encode(), value=b"v" * (i % 7), partition=i % 3
+                )
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    async def transactional() -> None:
+        producer = AIOKafkaProducer(**common, transactional_id=f"ak-tx-{tag}")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"tx-commit", partition=0)
+                await producer.send_offsets_to_transaction({TopicPartition(topic, 0): 1}, group)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"tx-abort", partition=1)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    async def consume() -> None:
+        consumer = AIOKafkaConsumer(
+            topic,
+            **common,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        await consumer.start()
+        try:
+            seen = 0
+            deadline = time.monotonic() + 12
+            while time.monotonic() < deadline and seen < 60:
+                batch = await consumer.getmany(timeout_ms=500)
+                seen += sum(len(v) for v in batch.values())
+                if batch:
+                    await consumer.commit()
+            parts = [TopicPartition(topic, p) for p in range(3)]
+            await consumer.committed(parts[0])
+            await consumer.beginning_offsets(parts)
+            await consumer.end_offsets(parts)
+            await consumer.offsets_for_times({p: 0 for p in parts})
+        finally:
+            await consumer.stop()
+
+    steps: list[tuple[str, Any]] = [
+        (
+            "create_topics",
+            lambda: admin.create_topics(
+                [
+                    NewTopic(topic, 3, 1, topic_configs={"retention.ms": "3600000"}),
+                    NewTopic(other, 1, 1),
+                ]
+            ),
+        ),
+        ("list_topics", admin.list_topics),
+        ("describe_topics", lambda: admin.describe_topics([topic])),
+        ("describe_cluster", admin.describe_cluster),
+        (
+            "describe_configs",
+            lambda: admin.describe_configs(
+                [
+                    ConfigResource(ConfigResourceType.TOPIC, topic),
+                    ConfigResource(ConfigResourceType.BROKER, "0"),
+                ],
+                include_synonyms=True,
+            ),
+        ),
+        (
+            "alter_configs",
+            lambda: admin.alter_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, other, {"retention.ms": "1000000"})]
+            ),
+        ),
+        ("create_partitions", lambda: admin.create_partitions({other: NewPartitions(2)})),
+        ("produce_plain", lambda: produce(acks=1)),
+        ("produce_idempotent", lambda: produce(enable_idempotence=True)),
+        ("produce_snappy", lambda: produce(compression_type="snappy")),
+        ("transactional", transactional),
+        ("consume", consume),
+        ("list_consumer_groups", admin.list_consumer_groups),
+        ("describe_consumer_groups", lambda: admin.describe_consumer_groups([group])),
+        ("list_group_offsets", lambda: admin.list_consumer_group_offsets(group)),
+        ("find_coordinator", lambda: admin.find_coordinator(group)),
+        (
+            "delete_records",
+            lambda: admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(1)}),
+        ),
+        ("delete_topics", lambda: admin.delete_topics([other])),
+    ]
+    for name, step in steps:
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(step(), 40)
+            print(f"  aiokafka: {name} ok ({time.monotonic() - started:.1f}s)", flush=True)
+        except Exception as exc:
+            failures.append(f"aiokafka: {name}: {exc!r}")
+            print(f"  aiokafka: {name} FAILED: {exc!r}", flush=True)
+    await admin.close()
+
+
+WORKLOADS = {
+    "kafka-python": kafka_python_workload,
+    "confluent-kafka": confluent_workload,
+    "aiokafka": aiokafka_workload,
+}
+
+
+def sasl_settings(client: str, mechanism: str) -> dict[str, Any]:
+    if client == "confluent-kafka":
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": USER,
+            "sasl.password": PASSWORD,
+        }
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": USER,
+        "sasl_plain_password": PASSWORD,
+    }
+
+
+# --------------------------------------------------------------------------- main
+
+
+def start_broker(
+    root: Path, name: str, env: dict[str, object]
+) -> tuple[BrokerProcess, RecordingProxy]:
+    broker = BrokerProcess(root / name, env={"PRODUCE_COMMIT_INTERVAL_MS": 20, **env}, name=name)
+    proxy = RecordingProxy(broker.port)
+    broker.env["ADVERTISED"] = f"{HOST}:{proxy.port}"
+    broker.start()
+    return broker, proxy
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "tests" / "fuzz" / "corpus")
+    parser.add_argument("--per-version", type=int, default=3)
+    parser.add_argument("--client", choices=CLIENTS, action="append")
+    parser.add_argument("--keep", type=Path, help="keep broker data dirs and logs here")
+    args = parser.parse_args()
+    clients = args.client or list(CLIENTS)
+
+    root = args.keep or Path(tempfile.mkdtemp(prefix="lakelog-capture."))
+    users = root / "users.txt"
+    root.mkdir(parents=True, exist_ok=True)
+    users.write_text(f"{USER}:{PASSWORD}\n")
+    plain, plain_proxy = start_broker(root, "plain", {})
+    sasl, sasl_proxy = start_broker(
+        root, "sasl", {"LISTENER_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "SASL_USERS": users}
+    )
+    failures: list[str] = []
+    try:
+        for client in clients:
+            tag = uuid.uuid4().hex[:8]
+            print(f"== {client} on PLAINTEXT", flush=True)
+            plain_proxy.label = client
+            WORKLOADS[client](f"{HOST}:{plain_proxy.port}", tag, failures)
+            if client == "kafka-python":
+                # Older protocol versions: kafka-python pinned to older brokers' versions.
+                for pinned in OLDER_KAFKA_PYTHON:
+                    print(f"== kafka-python pinned to api_version {pinned}", flush=True)
+                    kafka_python_workload(
+                        f"{HOST}:{plain_proxy.port}",
+                        f"{tag}-{'-'.join(map(str, pinned))}",
+                        failures,
+                        extra={"api_version": pinned},
+                    )
+            time.sleep(1.0)  # late frames (heartbeats, closes) still count for this client
+            for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+                print(f"== {client} on SASL_PLAINTEXT ({mechanism})", flush=True)
+                sasl_proxy.label = client
+                WORKLOADS[client](
+                    f"{HOST}:{sasl_proxy.port}",
+                    f"{tag}-{mechanism.lower()}",
+                    failures,
+                    sasl_settings(client, mechanism),
+                )
+            time.sleep(1.0)
+        frames = plain_proxy.frames + sasl_proxy.frames
+    finally:
+        plain_proxy.label = sasl_proxy.label = "after"
+        for broker in (plain, sasl):
+            broker.close()
+        plain_proxy.close()
+        sasl_proxy.close()
+        tracebacks = plain.tracebacks() + sasl.tracebacks()
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+    by_client: dict[str, list[bytes]] = {c: [] for c in clients}
+    for label, frame in frames:
+        if label in by_client and len(frame) <= MAX_FRAME:
+            by_client[label].append(frame)
+    stats = write_corpus(args.out, by_client, args.per_version)
+    for client, apis in stats.items():
+        listed = ", ".join(
+            f"{API_NAMES.get(int(k), k)} v{','.join(map(str, v))}" for k, v in apis.items()
+        )
+        print(f"{client}: {len(apis)} APIs: {listed}")
+    total = sum(p.stat().st_size for p in args.out.rglob("*.bin"))
+    print(f"corpus: {sum(1 for _ in args.out.rglob('*.bin'))} frames, {total} bytes")
+    if tracebacks:
+        print(f"the brokers logged {len(tracebacks)} tracebacks during capture")
+    if failures:
+        print("workload steps that failed (their frames are still captured):")
+        print("  " + "\n  ".join(failures))
+    digest = hashlib.sha256()
+    for path in sorted(args.out.rglob("*.bin")):
+        digest.update(path.read_bytes())
+    print(f"corpus digest {digest.hexdigest()[:16]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
