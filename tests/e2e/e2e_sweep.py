@@ -53,17 +53,19 @@ class Shape:
     ints: str
     nulls_only_where_allowed: bool = False
     name: str = "sweep"
+    client_id: str | None = "sweep"
+    """The request header's client id (None: a null string)."""
 
 
 SHAPES = (
-    Shape("all-null", ("null",), "null", "neg1"),
-    Shape("null-arrays", ("null",), "name", "one"),
+    Shape("all-null", ("null",), "null", "neg1", client_id=None),
+    Shape("null-arrays", ("null",), "name", "one", client_id=None),
     Shape("all-empty", ("empty",), "empty", "zero"),
     Shape("nested-null", ("one", "null"), "name", "neg1"),
     Shape("nested-null-strings", ("one", "null"), "null", "zero"),
     Shape("deep-null", ("one", "one", "null"), "name", "one"),
     Shape("nullable-null", ("one",), "null", "one", nulls_only_where_allowed=True),
-    Shape("empty-strings", ("one",), "empty", "neg1"),
+    Shape("empty-strings", ("one",), "empty", "neg1", client_id=""),
     Shape("int-min", ("one",), "name", "min"),
     Shape("int-max", ("one",), "name", "max"),
     Shape("plain", ("one",), "name", "one"),
@@ -196,12 +198,20 @@ def body(api_key: int, api_version: int, shape: Shape) -> bytes:
 
 
 def frame(
-    api_key: int, api_version: int, correlation_id: int, payload: bytes, client_id: str = "sweep"
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    payload: bytes,
+    client_id: str | None = "sweep",
 ) -> bytes:
     """Request header v1 (v2 for flexible versions) and `payload`, size-prefixed."""
     cls = load_request_schema(api_key, api_version)
-    cid = client_id.encode()
-    header = struct.pack(">hhih", api_key, api_version, correlation_id, len(cid)) + cid
+    header = struct.pack(">hhi", api_key, api_version, correlation_id)
+    if client_id is None:
+        header += struct.pack(">h", -1)
+    else:
+        cid = client_id.encode()
+        header += struct.pack(">h", len(cid)) + cid
     if cls.__flexible__:
         header += b"\x00"
     data = header + payload
@@ -279,6 +289,7 @@ def send(
     payload: bytes,
     timeout: float = 10.0,
     login: Login | None = None,
+    client_id: str | None = "sweep",
 ) -> tuple[str, int | None]:
     """Send one request then an ApiVersions v0 probe on the same connection and read until
     the probe's answer: (result, top-level error code). The request's own answer must
@@ -290,7 +301,7 @@ def send(
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
         if login is not None:
             login(sock)
-        sock.sendall(frame(api_key, api_version, 1, payload) + probe)
+        sock.sendall(frame(api_key, api_version, 1, payload, client_id) + probe)
         result, code = "no answer", None
         while True:
             try:
@@ -349,7 +360,9 @@ def sweep(
         for version in range(low, high + 1):
             for shape in shapes:
                 payload = body(api_key, version, shape)
-                result, code = send(port, api_key, version, payload, login=login)
+                result, code = send(
+                    port, api_key, version, payload, login=login, client_id=shape.client_id
+                )
                 ok = decodes(api_key, version, payload)
                 out.append(Outcome(api_key, version, shape.id, ok, result, code))
     return out
