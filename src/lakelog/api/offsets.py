@@ -47,6 +47,16 @@ async def _narrow(ctx: RequestContext, asked: int, result: ListOffsetsResult) ->
                     best = (coord.base_offset + record.offset_delta, record.timestamp)
             return best if best else (result.offset, result.timestamp)
         found = first_offset_at_or_after(data, coord.base_offset, asked)
+    except ValueError as exc:
+        # A batch a client stored that does not decode (or decompresses past the bound):
+        # its data, not our fault, so one line and the batch-level answer.
+        log.warning(
+            "cannot read batch at %s:%d to narrow ListOffsets: %s",
+            coord.object_key,
+            coord.byte_offset,
+            exc,
+        )
+        return result.offset, result.timestamp
     except Exception:
         log.exception(
             "cannot read batch at %s:%d to narrow ListOffsets", coord.object_key, coord.byte_offset
