@@ -88,6 +88,8 @@ class Result:
     reproducers: list[str] = field(default_factory=list)
     unhandled: int = 0
     exception_kinds: dict[str, int] = field(default_factory=dict)
+    broker_cpu_s: float = 0.0
+    fuzzer_cpu_s: float = 0.0
     rss_start_mib: float = 0.0
     rss_end_mib: float = 0.0
     rss_peak_mib: float = 0.0
@@ -114,7 +116,8 @@ class Result:
             f"{self.rss_kills} killed by the harness over the RSS limit), unhandled "
             f"exceptions in the log {self.unhandled}",
             f"  RSS start {self.rss_start_mib:.0f} MiB, end {self.rss_end_mib:.0f} MiB, "
-            f"peak {self.rss_peak_mib:.0f} MiB",
+            f"peak {self.rss_peak_mib:.0f} MiB; CPU: broker {self.broker_cpu_s:.0f}s "
+            f"(last run), fuzzer {self.fuzzer_cpu_s:.0f}s",
             f"  good client: {good.get('requests', 0)} metadata requests, "
             f"p50 {good.get('p50_ms', float('nan')):.1f} ms, "
             f"p99 {good.get('p99_ms', float('nan')):.1f} ms, "
@@ -226,6 +229,15 @@ def rss_mib(pid: int) -> float:
     except OSError:
         pass
     return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def start_broker(workdir: Path, plan: Plan, name: str = "fuzzed") -> BrokerProcess:
@@ -571,8 +583,12 @@ def run_listener(plan: Plan, workdir: Path, seeds: list[Seed] | None = None) -> 
         time.sleep(2.0)
         result.rss_start_mib = rss_mib(broker.proc.pid)
         started = time.monotonic()
+        broker_cpu = cpu_seconds(broker.proc.pid)
+        fuzzer_cpu = time.process_time()
         asyncio.run(fuzzer.run())
         result.seconds = time.monotonic() - started
+        result.fuzzer_cpu_s = time.process_time() - fuzzer_cpu
+        result.broker_cpu_s = cpu_seconds(broker.proc.pid) - broker_cpu
         stop.set()
         try:
             result.good = out.get(timeout=120)

@@ -23,6 +23,7 @@ connection after a bigger one instead of waiting for bytes that never come).
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
 from collections.abc import Sequence
@@ -94,6 +95,7 @@ class Shape:
     (an unsigned varint, width read at mutation time)."""
 
 
+@functools.cache
 def _flexible(api_key: int, api_version: int) -> bool:
     try:
         from kio.index import load_request_schema
@@ -107,6 +109,7 @@ def _printable(data: bytes) -> bool:
     return all(32 <= b < 127 for b in data)
 
 
+@functools.lru_cache(maxsize=4096)
 def shape_of(frame: bytes) -> Shape:
     api_key, api_version = struct.unpack_from(">hh", frame)
     flexible = _flexible(api_key, api_version)
