@@ -86,6 +86,11 @@ class Settings(BaseSettings):
 
     # network
     socket_request_max_bytes: int = 100 * MiB
+    non_produce_request_max_bytes: int = 8 * MiB
+    """Requests other than Produce larger than this get INVALID_REQUEST without being
+    decoded (no Kafka equivalent): a body of millions of tiny entries costs seconds of the
+    event loop to check and decode, and no client needs that much outside Produce (8 MiB
+    is a Fetch or OffsetCommit of some 250,000 partitions)."""
     max_connections: int = 10_000
     max_connections_per_ip: int = 1_000
     """max.connections.per.ip (Kafka: 2147483647, i.e. none): further connections from one

@@ -35,6 +35,15 @@ METADATA_V12_CRASH = bytes.fromhex(
 )
 
 
+def uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def sized(body: bytes) -> bytes:
     return struct.pack(">i", len(body)) + body
 
@@ -174,4 +183,25 @@ def test_huge_lengths_on_a_sasl_listener_before_and_after_login(
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **sasl})
     admin.create_topics([NewTopic("lengths-sasl", 1, 1)])["lengths-sasl"].result(30)
     serves_a_real_client(broker, "lengths-sasl", sasl)
+    assert broker.tracebacks() == [], broker.tracebacks()
+
+
+def test_a_huge_body_of_tiny_entries_is_refused_undecoded(broker: BrokerProcess) -> None:
+    """12 MiB of DescribeGroups v5 with 6 million one-byte group ids would hold the event
+    loop for about a second to check and decode; over non_produce_request_max_bytes (8 MiB)
+    it is refused without decoding, and the others are served meanwhile."""
+    topic = "huge-body-alive"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    count = 6_000_000
+    groups = uvarint(count + 1) + b"\x02g" * count  # compact array of one-letter ids
+    body = header(15, 5, True) + groups + b"\x00" + b"\x00"
+    started = time.monotonic()
+    with WireClient(broker.port) as client:
+        client.send_raw(sized(body))
+        outcome = closed_or_answered(client, timeout=30)
+    took = time.monotonic() - started
+    print(f"{len(body) / 2**20:.1f} MiB DescribeGroups: {outcome} after {took:.2f}s")
+    assert broker.alive(), f"broker died: exit codes {broker.exit_codes}"
+    assert "over non_produce_request_max_bytes" in broker.log_text()
+    serves_a_real_client(broker, topic)
     assert broker.tracebacks() == [], broker.tracebacks()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from lakelog import metrics
 from lakelog.api.context import RequestContext
 from lakelog.api.outage import answer_outage, build_error_response
+from lakelog.api.produce import PRODUCE_KEY
 from lakelog.api.raw import NoResponse, RawResponse
 from lakelog.api.registry import HANDLERS, PASSES_AT_START
 from lakelog.errors import ErrorCode
@@ -70,6 +71,14 @@ class Dispatcher:
         api_name = spec.handler.__name__
         started = time.perf_counter()
         try:
+            if (
+                header.api_key != PRODUCE_KEY
+                and len(frame) > self._broker.settings.non_produce_request_max_bytes
+            ):
+                raise MalformedRequest(
+                    f"{len(frame)} bytes, over non_produce_request_max_bytes"
+                    f" ({self._broker.settings.non_produce_request_max_bytes})"
+                )
             request = (
                 frame[header.body_offset :] if spec.raw else decode_body(schema, frame, header)
             )
