@@ -75,6 +75,7 @@ class Broker:
             max_connections_per_ip_overrides=settings.connections_per_ip_overrides,
             connections_max_idle_ms=settings.connections_max_idle_ms,
             request_read_timeout_ms=settings.request_read_timeout_ms,
+            queued_max_request_bytes=settings.queued_max_request_bytes,
             security=ListenerSecurity.from_settings(settings),
         )
         self.groups = GroupCoordinator(self)

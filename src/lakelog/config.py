@@ -101,6 +101,13 @@ class Settings(BaseSettings):
     connections_max_idle_ms: int = 600_000
     """connections.max.idle.ms (Kafka's default, 10 min): a connection with no request
     and nothing in progress for this long is closed; clients reconnect when they need to."""
+    queued_max_request_bytes: int = 256 * MiB
+    """queued.max.request.bytes: bytes held in partly read requests, all connections
+    together; a frame that must grow past it stops reading until others complete (should
+    all holders wait, the oldest goes ahead, so it is exceeded by at most one request).
+    Kafka's default is -1 (no bound), as here with -1; Kafka counts whole queued requests,
+    we count partly read ones (dispatched ones are bounded per connection by
+    max_inflight_bytes_per_connection)."""
     request_read_timeout_ms: int = 30_000
     """A request whose first bytes arrived but which is not complete this long after closes
     its connection with one log line (stops clients that announce a big frame and trickle

@@ -12,11 +12,19 @@ must be complete within `request_read_timeout_ms`, a connection with no request 
 `connections.max.idle.ms` is closed, and one address may hold at most
 `max.connections.per.ip` connections. One periodic sweep per server enforces the
 timeouts; the read path only notes the time a frame starts.
+
+`queued.max.request.bytes` bounds the bytes held in partly read frames across all
+connections: a connection whose frame must grow past it stops reading until others'
+frames complete (first come, first served). Should every holder be waiting, the sweep lets
+the oldest waiter finish its frame regardless, so the bound is exceeded by at most one
+request and never deadlocks; the first chunk of a frame never waits (a small request is
+never held up by big ones).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import struct
@@ -114,6 +122,12 @@ class Connection(asyncio.BufferedProtocol):
         self._answered = 0.0
         """Sweep time of the last answer handed to the transport."""
         self._admitted = False
+        self._held = 0
+        """Bytes of this connection's partly read frame counted against the server's
+        `queued_max_request_bytes` (its buffer plus a granted growth)."""
+        self._wanted = 0
+        """A growth waiting for the budget (0: not waiting)."""
+        self._waited_since = 0.0
         self._pending: deque[tuple[asyncio.Future[Buffers | None], int]] = deque()
         self._pending_bytes = 0
         self._wakeup = asyncio.Event()
@@ -152,6 +166,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._frame = None
+        self._server.unhold(self)
         if not self._admitted:
             return
         self._admitted = False
@@ -188,6 +203,19 @@ class Connection(asyncio.BufferedProtocol):
         self._frame = grown
         return grown
 
+    def wait_for_budget(self, more: int) -> None:
+        self._wanted = more
+        self._waited_since = self._server.loop_time()
+        self._transport.pause_reading()  # type: ignore[union-attr]
+
+    def budget_granted(self) -> None:
+        """The server granted the growth this connection waited for: read on. The wait
+        does not count against the read timeout (it was not the client's doing)."""
+        self._wanted = 0
+        self._started += self._server.loop_time() - self._waited_since
+        if not self._closing and not self._paused and self._transport is not None:
+            self._transport.resume_reading()
+
     def buffer_updated(self, nbytes: int) -> None:
         if self._filled == 0 and self._frame is None:
             self._started = self._server.loop_time()
@@ -207,10 +235,15 @@ class Connection(asyncio.BufferedProtocol):
             self._size = size
             self._frame = bytearray(min(size, FIRST_CHUNK))
             self._filled = 0
+            self._server.hold(self, len(self._frame))
             return
         if self._filled < self._size:
+            if self._filled == len(self._frame):
+                # Full: the next read grows the buffer, if the budget allows.
+                self._server.grant(self, min(self._size, 2 * len(self._frame)) - len(self._frame))
             return
         frame, self._frame, self._filled, self._size = self._frame, None, 0, 0
+        self._server.unhold(self)
         if self._closing:
             return
         if self._sasl is not None and not self._sasl.authenticated:
@@ -358,6 +391,8 @@ class Connection(asyncio.BufferedProtocol):
         if self._closing:
             return None
         begun = self._frame is not None or self._filled > 0
+        if self._wanted:
+            return None  # waiting for the server's budget, not for the client
         if begun:
             if now - self._started >= server.request_read_timeout_s:
                 got = self._filled + (4 if self._frame is not None else 0)
@@ -391,6 +426,7 @@ class Server:
         max_connections_per_ip_overrides: dict[str, int] | None = None,
         connections_max_idle_ms: int = 600_000,
         request_read_timeout_ms: int = 30_000,
+        queued_max_request_bytes: int = -1,
         security: ListenerSecurity | None = None,
     ) -> None:
         self.dispatch = dispatch
@@ -406,6 +442,17 @@ class Server:
         self.request_read_timeout_s = request_read_timeout_ms / 1000
         shortest = min(self.idle_timeout_s, self.request_read_timeout_s)
         self.sweep_interval_s = min(MAX_SWEEP_INTERVAL_S, max(0.05, shortest / 4))
+        self.queued_max_request_bytes = queued_max_request_bytes
+        """Bound on `partial_bytes`; <= 0: none."""
+        self.partial_bytes = 0
+        """Bytes held in partly read frames, all connections together."""
+        self.budget_waits = 0
+        """How many times a frame waited for the bound (for tests and curiosity)."""
+        self._holders = 0
+        self._budget_waiters: deque[Connection] = deque()
+        self._overdraft: Connection | None = None
+        self._released = 0
+        self._released_at_sweep = 0
         self.connections: set[Connection] = set()
         self.per_ip: dict[str, int] = {}
         self.stopping = False
@@ -454,6 +501,81 @@ class Server:
         else:
             self.per_ip.pop(ip, None)
 
+    # -- bytes in partly read frames (queued.max.request.bytes)
+    def hold(self, conn: Connection, size: int) -> None:
+        """A frame's first chunk: counted, never refused."""
+        if not conn._held:
+            self._holders += 1
+        conn._held += size
+        self.partial_bytes += size
+
+    def grant(self, conn: Connection, more: int) -> None:
+        """Count `more` bytes for `conn`'s growing frame if the budget allows (and nobody
+        waits before it); else `conn` stops reading until its turn comes. If every
+        connection holding bytes now waits, none could ever free any: the oldest goes
+        ahead at once."""
+        limit = self.queued_max_request_bytes
+        if (
+            limit <= 0
+            or conn is self._overdraft
+            or (not self._budget_waiters and self.partial_bytes + more <= limit)
+        ):
+            conn._held += more
+            self.partial_bytes += more
+            return
+        self.budget_waits += 1
+        conn.wait_for_budget(more)
+        self._budget_waiters.append(conn)
+        if self._overdraft is None and len(self._budget_waiters) >= self._holders:
+            self._grant_waiters(force=True)
+
+    def unhold(self, conn: Connection) -> None:
+        """`conn`'s frame is complete (or the connection gone): its bytes are free."""
+        if conn._held:
+            self.partial_bytes -= conn._held
+            conn._held = 0
+            self._holders -= 1
+            self._released += 1
+        if conn is self._overdraft:
+            self._overdraft = None
+        if conn._wanted:
+            conn._wanted = 0
+            with contextlib.suppress(ValueError):
+                self._budget_waiters.remove(conn)
+        if self._budget_waiters:
+            self._grant_waiters(force=False)
+
+    def _grant_waiters(self, *, force: bool) -> None:
+        """Let waiters read on, oldest first, while the budget allows; with `force`, the
+        oldest one regardless (it may then finish its frame past the bound)."""
+        limit = self.queued_max_request_bytes
+        while self._budget_waiters:
+            conn = self._budget_waiters[0]
+            if not force and self.partial_bytes + conn._wanted > limit:
+                return
+            self._budget_waiters.popleft()
+            if force:
+                self._overdraft = conn
+                force = False
+            conn._held += conn._wanted
+            self.partial_bytes += conn._wanted
+            conn.budget_granted()
+
+    def _unstick(self) -> None:
+        """Called by each sweep: if connections wait for the budget and no frame has
+        completed since the last sweep, the oldest waiter goes ahead past the bound (the
+        other holders may be stalled, until their read timeout)."""
+        stuck = self._released == self._released_at_sweep
+        if self._budget_waiters and self._overdraft is None and stuck:
+            log.info(
+                "queued_max_request_bytes: %d bytes in partly read frames, %d waiting; "
+                "the oldest goes ahead",
+                self.partial_bytes,
+                len(self._budget_waiters),
+            )
+            self._grant_waiters(force=True)
+        self._released_at_sweep = self._released
+
     async def _sweep_loop(self) -> None:
         loop = asyncio.get_running_loop()
         skipped = False
@@ -468,6 +590,7 @@ class Server:
                 continue
             skipped = False
             try:
+                self._unstick()
                 self.sweep(self.now)
             except Exception:
                 log.exception("connection sweep failed")
@@ -524,7 +647,9 @@ class Server:
             await asyncio.sleep(0.005)
 
     def close_all(self) -> None:
-        if self._sweeper is not None:
+        """Close every connection; the server goes on accepting unless it is stopping (a
+        fenced broker drops its clients and serves new ones)."""
+        if self.stopping and self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
         for conn in list(self.connections):
