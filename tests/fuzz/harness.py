@@ -253,34 +253,48 @@ def start_broker(workdir: Path, plan: Plan, name: str = "fuzzed") -> BrokerProce
 
 _TRACEBACK = "Traceback (most recent call last)"
 _FILE_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_RECORD_RE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
 
 
 def scan_log(text: str) -> tuple[int, dict[str, int]]:
-    """Unhandled exceptions in a broker log: each traceback block counts once (as its
-    exception type and the innermost frame inside lakelog), and so does each other line
-    that says "request failed" or "Exception"."""
-    lines = text.splitlines()
+    """Unhandled exceptions in a broker log, counted once per log record: a record with a
+    traceback (as its last exception type and the innermost frame inside lakelog of its
+    last traceback), a record that says "request failed" or "Exception", and a traceback
+    printed outside any record."""
     kinds: collections.Counter[str] = collections.Counter()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith(_TRACEBACK):
-            where = "?"
-            end = i + 1
-            while end < len(lines) and (lines[end].startswith(" ") or not lines[end]):
-                match = _FILE_RE.search(lines[end])
-                if match and "lakelog" in match.group(1):
-                    path = match.group(1).split("lakelog/", 1)[-1]
-                    where = f"{path}:{match.group(2)} {match.group(3)}"
-                end += 1
-            last = lines[end] if end < len(lines) else "?"
-            kinds[f"{last.split(':', 1)[0]} at {where}"] += 1
-            i = end + 1
-            continue
-        if "request failed" in line or "Exception" in line:
-            kinds[re.sub(r"\d+", "N", line.split(" ", 3)[-1])[:160]] += 1
-        i += 1
+    head: str | None = None
+    body: list[str] = []
+
+    def flush() -> None:
+        if head is None and not body:
+            return
+        if any(line.startswith(_TRACEBACK) for line in body):
+            kinds[_traceback_kind(body)] += 1
+        elif head is not None and ("request failed" in head or "Exception" in head):
+            kinds[re.sub(r"\d+", "N", head.split(" ", 3)[-1])[:160]] += 1
+
+    for line in text.splitlines():
+        if _RECORD_RE.match(line) or line.startswith("====="):
+            flush()
+            head, body = line, []
+        else:
+            body.append(line)
+    flush()
     return sum(kinds.values()), dict(kinds)
+
+
+def _traceback_kind(lines: list[str]) -> str:
+    start = max(i for i, line in enumerate(lines) if line.startswith(_TRACEBACK))
+    where = "?"
+    last = "?"
+    for line in lines[start + 1 :]:
+        match = _FILE_RE.search(line)
+        if match and "lakelog" in match.group(1):
+            path = match.group(1).split("lakelog/", 1)[-1]
+            where = f"{path}:{match.group(2)} {match.group(3)}"
+        elif line.strip() and not line[0].isspace():
+            last = line.split(":", 1)[0]  # the exception's type
+    return f"{last} at {where}"
 
 
 # --------------------------------------------------------------------------- good client

@@ -14,7 +14,12 @@
   as if an array had more elements);
 - `splice`: the head of this frame and the tail of another corpus frame;
 - `header`: api key, api version, correlation id or client id length changed;
-- `swap_body`: this frame's header with another API's body.
+- `swap_body`: this frame's header with another API's body;
+- `semantic`: decode the frame with kio, change one field to a hostile value of its type
+  (integer extremes, negative and huge timeouts, null or empty or 32,767-byte strings, null
+  or empty arrays, an array's elements repeated up to 2,000 times, flipped booleans, nil
+  and odd UUIDs, garbage records) and encode it again, so the request still decodes and the
+  value reaches the handler.
 
 `wire(frame)` adds the 4-byte size prefix; with `size_lie_rate` it sometimes announces a
 size bigger or smaller than the body (then `lie` says which, so a harness can end the
@@ -23,11 +28,17 @@ connection after a bigger one instead of waiting for bytes that never come).
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import functools
+import io
 import random
 import struct
+import typing
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_FRAME = 1 << 20
 API_KEYS = (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24)
@@ -172,6 +183,7 @@ class Mutator:
             "splice": 1,
             "header": 2,
             "swap_body": 0.5,
+            "semantic": 6,
         }
     )
 
@@ -187,6 +199,7 @@ class Mutator:
             total += self.weights[name]
             self._cum.append(total)
         self.counts: dict[str, int] = dict.fromkeys(self._ops, 0)
+        self._decoded: dict[int, tuple[Any, list[tuple[Any, ...]]] | None] = {}
 
     # -- the public surface
     def next(self, index: int | None = None) -> tuple[bytes, str]:
@@ -363,3 +376,136 @@ class Mutator:
             size = rng.choice((-1, -2, 0, 0x7FFF, -0x8000, rest, rest + 1, 1))
             data[8:10] = (size % 0x10000).to_bytes(2, "big")
         return data
+
+    # -- semantic: one field of the decoded request changed, then encoded again
+    def _semantic(self, data: bytearray, shape: Shape) -> bytearray:
+        decoded = _decode(shape)
+        if decoded is None or not decoded[1]:
+            return self._boundary(data, shape)
+        obj, slots = decoded
+        path, kind, nullable = self.rng.choice(slots)
+        for _ in range(4):
+            try:
+                value = self._hostile(kind, nullable, _get(obj, path), len(shape.frame))
+                new = _set(obj, path, value)
+                buf = io.BytesIO()
+                _writer(type(obj))(buf, new)
+            except Exception:
+                continue
+            body = buf.getvalue()
+            if len(body) > MAX_FRAME:
+                continue
+            # Keep this frame's own header (an earlier operator may have changed it).
+            return bytearray(data[: shape.body_start]) + body
+        return self._boundary(data, shape)
+
+    def _hostile(self, kind: str, nullable: bool, current: Any, size: int) -> Any:
+        rng = self.rng
+        if nullable and rng.random() < 0.25:
+            return None
+        if kind in INT_RANGES:
+            low, high = INT_RANGES[kind]
+            return rng.choice((low, high, -1, 0, 1, low + 1, high - 1, rng.randint(low, high)))
+        if kind in ("timedelta_i32", "timedelta_i64"):
+            low, high = INT_RANGES["int32" if kind == "timedelta_i32" else "int64"]
+            ms = rng.choice((low, high, -1, 0, 1, 86_400_000))
+            return datetime.timedelta(milliseconds=ms)
+        if kind == "bool":
+            return not current
+        if kind == "string":
+            return rng.choice(
+                ("", "\x00", "a" * 32767, "\u00e9" * 300, "..", ".", "-" * 250, "*", "%s%n")
+            )
+        if kind == "bytes":
+            return rng.choice((b"", b"\xff" * 300, b"\x00", rng.randbytes(64)))
+        if kind == "records":
+            return rng.choice((b"", b"\x00" * 61, rng.randbytes(80), b"\xff" * 200))
+        if kind == "uuid":
+            return rng.choice((uuid.UUID(int=0), uuid.UUID(int=(1 << 128) - 1), uuid.uuid4()))
+        if kind == "array":
+            elements = tuple(current or ())
+            if not elements or rng.random() < 0.3:
+                return ()
+            # Up to ~2,000 elements, and frames of at most ~64 KiB (encoding costs).
+            most = max(2, min(2000 // len(elements) + 1, (64 << 10) // max(size, 1)))
+            # (Encoding big arrays is the costly part of this operator: rarely.)
+            return elements * (most if rng.random() < 0.1 else rng.choice((2, min(10, most))))
+        return current
+
+
+INT_RANGES = {
+    "int8": (-(1 << 7), (1 << 7) - 1),
+    "int16": (-(1 << 15), (1 << 15) - 1),
+    "int32": (-(1 << 31), (1 << 31) - 1),
+    "int64": (-(1 << 63), (1 << 63) - 1),
+    "uint16": (0, (1 << 16) - 1),
+    "uint32": (0, (1 << 32) - 1),
+}
+
+
+@functools.cache
+def _writer(cls: type) -> Any:
+    from kio.serial import entity_writer
+
+    return entity_writer(cls)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode(shape: Shape) -> tuple[Any, list[tuple[Any, ...]]] | None:
+    """The request decoded by kio and the paths of its fields: (path, kind, nullable)."""
+    try:
+        from kio.index import load_request_schema
+        from kio.serial import entity_reader
+
+        cls = load_request_schema(shape.api_key, shape.api_version)
+        obj, end = entity_reader(cls)(shape.frame, shape.body_start)
+    except Exception:
+        return None
+    if end not in (len(shape.frame), len(shape.frame) - shape.body_start):
+        return None  # (kio answers the bytes read)
+    slots: list[tuple[Any, ...]] = []
+    _walk(obj, (), slots)
+    return obj, slots
+
+
+def _walk(obj: Any, path: tuple[Any, ...], slots: list[tuple[Any, ...]]) -> None:
+    hints = _hints(type(obj))
+    for f in dataclasses.fields(obj):
+        kind = f.metadata.get("kafka_type")
+        hint = hints[f.name]
+        nullable = type(None) in typing.get_args(hint)
+        value = getattr(obj, f.name)
+        here = (*path, f.name)
+        if kind is not None:
+            slots.append((here, kind, nullable))
+            continue
+        slots.append((here, "array", nullable))
+        if isinstance(value, tuple):
+            for i, element in enumerate(value[:4]):
+                if dataclasses.is_dataclass(element):
+                    _walk(element, (*here, i), slots)
+        elif dataclasses.is_dataclass(value):
+            slots.pop()
+            _walk(value, here, slots)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _get(obj: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        obj = obj[step] if isinstance(step, int) else getattr(obj, step)
+    return obj
+
+
+def _set(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    step, rest = path[0], path[1:]
+    if isinstance(step, int):
+        items = list(obj)
+        items[step] = _set(items[step], rest, value)
+        return tuple(items)
+    return dataclasses.replace(obj, **{step: _set(getattr(obj, step), rest, value)})
