@@ -421,7 +421,13 @@ class Mutator:
         if kind == "records":
             return rng.choice((b"", b"\x00" * 61, rng.randbytes(80), b"\xff" * 200))
         if kind == "uuid":
-            return rng.choice((uuid.UUID(int=0), uuid.UUID(int=(1 << 128) - 1), uuid.uuid4()))
+            return rng.choice(
+                (
+                    uuid.UUID(int=0),
+                    uuid.UUID(int=(1 << 128) - 1),
+                    uuid.UUID(int=rng.getrandbits(128)),
+                )
+            )
         if kind == "array":
             elements = tuple(current or ())
             if not elements or rng.random() < 0.3:
