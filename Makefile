@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test bench bench-cluster faults lint venv clean
+.PHONY: serve test bench bench-cluster faults fuzz lint venv clean
 
 venv: $(STAMP)
 
@@ -23,6 +23,12 @@ test: venv
 # The long fault run (minutes per backend): kills, stops, PostgreSQL and S3 faults, a table.
 faults: venv
 	$(BIN)/python scripts/faults.py
+
+# The long fuzz run (~10-20 min per listener): >= 1,000,000 mutated requests from the captured
+# corpus on PLAINTEXT and on SASL_PLAINTEXT, a table of crashes, unhandled exceptions, the good
+# client's p50/p99 and RSS. Re-capture the corpus with scripts/capture_corpus.py.
+fuzz: venv
+	$(BIN)/python scripts/fuzz.py
 
 bench: venv
 	$(BIN)/python bench/produce_consume.py
