@@ -24,6 +24,8 @@ class RequestContext:
     peer: str = ""
     turn: Turn | None = None
     """The request's place in its connection's order (see `net.server.Turn`)."""
+    broker_epoch: int | None = None
+    """The broker's epoch when the request was read (None: not from a connection)."""
 
     def pass_turn(self) -> None:
         """This request's effect is fixed: the connection's next request may act."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from lakelog import metrics
@@ -37,13 +38,20 @@ class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    async def __call__(self, frame: memoryview, peer: str, turn: Turn) -> Buffers | None:
+    def __call__(self, frame: memoryview, peer: str, turn: Turn) -> Awaitable[Buffers | None]:
+        # The epoch is taken now, as the frame is read: a request read before this broker
+        # was fenced must not commit under the epoch it takes afterwards.
+        return self._guarded(frame, peer, turn, self._broker.broker_epoch)
+
+    async def _guarded(
+        self, frame: memoryview, peer: str, turn: Turn, epoch: int
+    ) -> Buffers | None:
         try:
-            return await self._serve(frame, peer, turn)
+            return await self._serve(frame, peer, turn, epoch)
         finally:
             turn.release()
 
-    async def _serve(self, frame: memoryview, peer: str, turn: Turn) -> Buffers | None:
+    async def _serve(self, frame: memoryview, peer: str, turn: Turn, epoch: int) -> Buffers | None:
         try:
             header = parse_header(frame)
         except MalformedRequest as exc:
@@ -96,6 +104,7 @@ class Dispatcher:
             self._broker,
             peer,
             turn,
+            epoch,
         )
         await turn.wait()
         if header.api_key in PASSES_AT_START:

@@ -201,7 +201,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
         size = sum(len(a.data) for a in appends)
         metrics.bytes_in_total.inc(size)
         count_bytes("in", client_zone(ctx.client_id), ctx.broker.settings.rack, size)
-        futures = await ctx.broker.wal.append(appends)
+        futures = await ctx.broker.wal.append(appends, epoch=ctx.broker_epoch)
         ctx.pass_turn()  # in the WAL buffer: the connection's next Produce lands after us
         if request.acks == 0:
             return NO_RESPONSE

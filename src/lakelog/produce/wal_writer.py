@@ -71,6 +71,8 @@ class _Buffer:
     entries: list[AppendRequest] = field(default_factory=list)
     futures: list[asyncio.Future[CommitBatchResult]] = field(default_factory=list)
     size: int = 0
+    epoch: int = -1
+    """The broker epoch its first batch was accepted under (-1: not registered yet)."""
 
 
 class WalWriter:
@@ -113,10 +115,15 @@ class WalWriter:
 
     # ------------------------------------------------------------------ appending
     async def append(
-        self, requests: Sequence[AppendRequest]
+        self, requests: Sequence[AppendRequest], *, epoch: int | None = None
     ) -> list[asyncio.Future[CommitBatchResult]]:
         """Queue batches for the next object. Waits while the pipeline of sealed buffers is
         full (back-pressure): memory stays bounded by buffer size x (pipeline depth + 1).
+
+        `epoch` is the broker epoch the request was read under: if the broker has taken
+        another since (it was fenced meanwhile), the batches are refused at once with
+        STALE_BROKER_EPOCH, as their commit would be. They may be older than records the
+        same producers sent to other brokers during the fence.
 
         Only the wait can be cancelled; once it is over, everything happens without an
         await, so a cancelled request can never strand other requests' batches."""
@@ -124,12 +131,25 @@ class WalWriter:
             raise RuntimeError("WAL writer is closed")
         if self._queue or self._sealed >= self._max_sealed:
             await self._wait_for_room()
-        size = sum(len(r.data) for r in requests)
-        if self._active.size and self._active.size + size > self._max_bytes:
-            self._seal()
         loop = asyncio.get_running_loop()
+        current = self._broker_epoch()
+        if epoch is not None and epoch >= 0 and epoch != current:
+            refused = []
+            for _ in requests:
+                future: asyncio.Future[CommitBatchResult] = loop.create_future()
+                future.set_result(CommitBatchResult(ErrorCode.stale_broker_epoch))
+                refused.append(future)
+            metrics.wal_stale_epoch_batches_total.inc(len(requests))
+            return refused
+        epoch = current
+        size = sum(len(r.data) for r in requests)
+        if self._active.size and (
+            self._active.size + size > self._max_bytes or self._active.epoch != epoch
+        ):
+            self._seal()
         buffer = self._active
         if not buffer.entries:
+            buffer.epoch = epoch
             self._timer = loop.call_later(self._interval_s, self._seal_on_timer, buffer)
         futures = []
         for request in requests:
@@ -177,9 +197,11 @@ class WalWriter:
         self._previous_commit = done
         self._sealed += 1
         metrics.wal_buffers_in_flight.inc()
-        # The epoch the batches were accepted under: if this broker is fenced before the
-        # commit, the commit must be refused even if a new epoch was taken meanwhile.
-        task = loop.create_task(self._write(buffer, previous, done, self._broker_epoch()))
+        # The epoch the batches were accepted under: if this broker was fenced after that,
+        # the commit must be refused even if a new epoch was taken meanwhile (a paused
+        # broker that wakes and re-registers before its buffer's timer fires).
+        epoch = buffer.epoch if buffer.epoch >= 0 else self._broker_epoch()
+        task = loop.create_task(self._write(buffer, previous, done, epoch))
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 

@@ -352,3 +352,40 @@ async def test_batches_of_an_abandoned_request_are_not_committed(
     [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 1, 0, 1 << 20)])
     assert list(found.batches) == []
     assert len(await storage.inner.list("wal")) == 1
+
+
+async def test_batches_commit_under_the_epoch_they_were_accepted_under(
+    coordinator: BatchCoordinator,
+) -> None:
+    """A broker fenced while it held batches, and registered again before its buffer was
+    sealed, must not commit them under the new epoch: they may be older than records the
+    same producers sent to other brokers meanwhile; nor may a request read before the new
+    epoch. Batches after the new epoch start a new buffer and commit."""
+    storage = ObjectStorage.from_url("memory://")
+    topic_id = await _topic(coordinator)
+    epochs = [await coordinator.register_broker(0, None, "127.0.0.1", 1)]
+    fenced: list[int] = []
+    writer = WalWriter(
+        storage,
+        coordinator,
+        broker_id=0,
+        broker_epoch=lambda: epochs[-1],
+        max_buffer_bytes=1 << 20,
+        commit_interval_ms=200,
+        max_sealed_buffers=2,
+        on_commit=lambda committed: None,
+        on_fenced=fenced.append,
+    )
+    held = await writer.append([_request(topic_id, 0, b"held")])
+    assert await coordinator.fence_broker(0, epochs[0], 1 << 62)
+    epochs.append(await coordinator.register_broker(0, None, "127.0.0.1", 1))
+    fresh = await writer.append([_request(topic_id, 0, b"fresh")])
+    # A request read under the old epoch and appended after the new one: refused at once.
+    [late] = await writer.append([_request(topic_id, 0, b"late")], epoch=epochs[0])
+    assert late.done() and late.result().error == ErrorCode.stale_broker_epoch
+    [old] = await asyncio.wait_for(asyncio.gather(*held), 5)
+    [new] = await asyncio.wait_for(asyncio.gather(*fresh), 5)
+    assert old.error == ErrorCode.stale_broker_epoch
+    assert (new.error, new.base_offset) == (ErrorCode.none, 0)
+    assert fenced == [epochs[0]]
+    await writer.close()
