@@ -318,3 +318,12 @@ def test_connections_per_ip_are_capped(broker_factory: BrokerFactory) -> None:
     finally:
         for client in clients:
             client.close()
+    # Kafka tools see the limits among the broker's configs, under Kafka's names.
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ResourceType.BROKER, "0")
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["max.connections.per.ip"].value == "4"
+    assert configs["connections.max.idle.ms"].value == "600000"
+    assert configs["queued.max.request.bytes"].value == str(256 * MiB)

@@ -196,6 +196,12 @@ def broker_entries(settings: Settings, broker_epoch: int = -1) -> list[ConfigEnt
         ("broker.id", str(settings.broker_id), ConfigType.INT, "broker_id"),
         ("broker.rack", settings.rack, ConfigType.STRING, "rack"),
         (
+            "connections.max.idle.ms",
+            str(settings.connections_max_idle_ms),
+            ConfigType.LONG,
+            "connections_max_idle_ms",
+        ),
+        (
             "default.replication.factor",
             str(settings.default_replication_factor),
             ConfigType.INT,
@@ -211,8 +217,27 @@ def broker_entries(settings: Settings, broker_epoch: int = -1) -> list[ConfigEnt
             "log_retention_bytes",
         ),
         ("log.retention.ms", str(settings.log_retention_ms), ConfigType.LONG, "log_retention_ms"),
+        ("max.connections", str(settings.max_connections), ConfigType.INT, "max_connections"),
+        (
+            "max.connections.per.ip",
+            str(settings.max_connections_per_ip),
+            ConfigType.INT,
+            "max_connections_per_ip",
+        ),
+        (
+            "max.connections.per.ip.overrides",
+            settings.max_connections_per_ip_overrides,
+            ConfigType.STRING,
+            "max_connections_per_ip_overrides",
+        ),
         ("message.max.bytes", str(settings.message_max_bytes), ConfigType.INT, "message_max_bytes"),
         ("num.partitions", str(settings.num_partitions), ConfigType.INT, "num_partitions"),
+        (
+            "queued.max.request.bytes",
+            str(settings.queued_max_request_bytes),
+            ConfigType.LONG,
+            "queued_max_request_bytes",
+        ),
         (
             "socket.request.max.bytes",
             str(settings.socket_request_max_bytes),
