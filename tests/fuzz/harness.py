@@ -86,6 +86,9 @@ class Result:
     exit_codes: list[int | None] = field(default_factory=list)
     crash_dirs: list[str] = field(default_factory=list)
     reproducers: list[str] = field(default_factory=list)
+    exception_reproducers: dict[str, str] = field(default_factory=dict)
+    """Exception kind -> the frame (hex, or the file it was saved to when long) that makes
+    the broker log it, replayed alone on a fresh broker."""
     unhandled: int = 0
     exception_kinds: dict[str, int] = field(default_factory=dict)
     broker_cpu_s: float = 0.0
@@ -133,6 +136,10 @@ class Result:
             lines.append("  exceptions by kind:")
             for kind, count in sorted(self.exception_kinds.items(), key=lambda kv: -kv[1]):
                 lines.append(f"    {count:6d}  {kind}")
+        if self.exception_reproducers:
+            lines.append("  exception reproducers (frame without size prefix):")
+            for kind, frame in self.exception_reproducers.items():
+                lines.append(f"    {kind}: {frame}")
         if self.reproducers:
             lines.append("  crash reproducers (frame hex, without size prefix):")
             lines += [f"    {r}" for r in self.reproducers]
@@ -401,6 +408,9 @@ class Fuzzer:
         self.inflight: dict[int, collections.deque[list[bytes]]] = {}
         """Each worker's last windows: a frame that hurts slowly (memory) may have been
         sent a few windows before the broker died."""
+        self.by_port: collections.OrderedDict[int, list[bytes]] = collections.OrderedDict()
+        """Frames sent on recent connections by their local port (the broker logs the
+        peer's port with an unhandled exception): the last 20,000 connections."""
         self.done = False
         self.restarting = asyncio.Event()
         self.restarting.set()  # set = broker up
@@ -435,6 +445,13 @@ class Fuzzer:
                 await asyncio.sleep(0.1)
                 continue
             result.connections_opened += 1
+            sent_here: list[bytes] = []
+            with contextlib.suppress(Exception):
+                port = writer.get_extra_info("sockname")[1]
+                self.by_port[port] = sent_here
+                self.by_port.move_to_end(port)
+                if len(self.by_port) > 20_000:
+                    self.by_port.popitem(last=False)
             try:
                 if kind != "plain" and kind != "before-login":
                     try:
@@ -463,6 +480,8 @@ class Fuzzer:
                         if lie is not None:
                             break
                     self.inflight.setdefault(number, collections.deque(maxlen=6)).append(frames)
+                    sent_here.extend(frames)
+                    del sent_here[:-64]
                     if lie is None:
                         wire.append(SENTINEL)
                     writer.writelines(wire)
@@ -632,12 +651,91 @@ def run_listener(plan: Plan, workdir: Path, seeds: list[Seed] | None = None) -> 
         broker.close()
     result.operators = dict(fuzzer.mutator.counts)
     result.unhandled, result.exception_kinds = scan_log(broker.log_text())
+    if plan.triage and result.unhandled:
+        result.exception_reproducers = triage_exceptions(
+            broker.log_text(), fuzzer.by_port, plan, workdir / "triage-exceptions"
+        )
     if plan.triage and result.crash_dirs:
         for crash_dir in result.crash_dirs[:3]:
             found = triage(Path(crash_dir), plan, workdir / "triage")
             if found is not None:
                 result.reproducers.append(found.hex())
     return result
+
+
+_PEER_RE = re.compile(r"closing \d+\.\d+\.\d+\.\d+:(\d+): ")
+
+
+def failed_ports(text: str) -> dict[str, list[int]]:
+    """Exception kind -> the peer ports of the connections whose request failed with it."""
+    out: dict[str, list[int]] = collections.defaultdict(list)
+    head: str | None = None
+    body: list[str] = []
+
+    def flush() -> None:
+        if head is None or not any(line.startswith(_TRACEBACK) for line in body):
+            return
+        match = _PEER_RE.search(head)
+        if match:
+            out[_traceback_kind(body)].append(int(match.group(1)))
+
+    for line in text.splitlines():
+        if _RECORD_RE.match(line) or line.startswith("====="):
+            flush()
+            head, body = line, []
+        else:
+            body.append(line)
+    flush()
+    return dict(out)
+
+
+def triage_exceptions(
+    log: str, by_port: dict[int, list[bytes]], plan: Plan, workdir: Path, tries: int = 3
+) -> dict[str, str]:
+    """For each exception kind, replay the frames of (up to `tries`) connections that hit
+    it, one frame per fresh connection, on a fresh broker; the first frame after which the
+    broker logs a traceback is the reproducer (hex; a file under `workdir` when long)."""
+    found: dict[str, str] = {}
+    kinds = failed_ports(log)
+    if not kinds:
+        return found
+    workdir.mkdir(parents=True, exist_ok=True)
+    broker = start_broker(workdir, plan, name="triage-exceptions")
+    try:
+        for kind, ports in kinds.items():
+            candidates = [f for port in ports[:tries] for f in by_port.get(port, [])]
+            for frame in candidates:
+                if not broker.alive():
+                    broker.kill()
+                    broker.start()
+                before = broker.log_text().count(_TRACEBACK)
+                _send_alone(broker, frame, plan)
+                if broker.log_text().count(_TRACEBACK) > before:
+                    if len(frame) <= 256:
+                        found[kind] = frame.hex()
+                    else:
+                        path = workdir / f"exception-{len(found)}.bin"
+                        path.write_bytes(frame)
+                        found[kind] = f"{len(frame)} bytes in {path}, begins {frame[:48].hex()}"
+                    break
+    finally:
+        broker.close()
+    return found
+
+
+def _send_alone(broker: BrokerProcess, frame: bytes, plan: Plan) -> None:
+    login = plan.listener.startswith("SASL") and frame[:2] not in (b"\0\x11", b"\0\x12", b"\0\x24")
+    with (
+        contextlib.suppress(OSError),
+        socket.create_connection((HOST, broker.port), timeout=5) as sock,
+    ):
+        if login:
+            sasl_login_blocking(sock)
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        sock.settimeout(2.0)
+        with contextlib.suppress(OSError):
+            sock.recv(1 << 16)
+    time.sleep(0.05)
 
 
 def triage(crash_dir: Path, plan: Plan, workdir: Path, limit: int = 4000) -> bytes | None:
