@@ -6,10 +6,15 @@ broker on PLAINTEXT and on a SASL listener, then a table of the figures.
         [--keep DIR]
 
 Defaults: 1,000,000 mutated requests per listener (every API of tests/fuzz/corpus, see
-scripts/capture_corpus.py), 24 connections, 32 frames pipelined per window. Exits 1 if the
-broker crashed, logged an unhandled exception, grew its RSS past twice its start, or the
-good client was not served (p99 of its Metadata requests over 100 ms, or its produce and
-read-back failed). The harness lives in tests/fuzz/ (the bounded form runs in `make test`).
+scripts/capture_corpus.py), 24 connections, up to 32 frames pipelined per window (the
+window halves when the broker closes the connection, doubles when all were answered).
+Exits 1 if the broker crashed, logged an unhandled exception, grew its RSS past twice its
+size after the warm-up, or the good client was not served (p99 of its Metadata requests
+over 100 ms, or its produce and read-back failed). Crashes and unhandled exceptions are
+triaged: the frames in flight are replayed one by one on a fresh broker and the one that
+reproduces it is printed (or saved, with --keep, when long). The harness lives in
+tests/fuzz/ (the bounded form runs in `make test`); --seed makes a run repeatable as far as
+the mutations go (the interleaving of connections is the scheduler's).
 """
 
 from __future__ import annotations
