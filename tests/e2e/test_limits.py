@@ -14,6 +14,7 @@ Deadlines are generous (the machine is shared); the assertions are on outcomes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import socket
 import struct
@@ -277,6 +278,37 @@ def test_big_frame_headers_pin_no_memory_and_time_out(broker_factory: BrokerFact
     assert "request_read_timeout_ms" in broker.log_text()
     grew = rss_mib(pid_of(broker)) - rss_before
     assert grew < 100, f"broker RSS grew {grew:.0f} MiB"
+    served(broker, "served")
+
+
+def test_bytes_in_partly_read_requests_are_bounded(broker_factory: BrokerFactory) -> None:
+    """Eight connections each send 6 MiB of an announced 100 MiB request and stall, against
+    a 16 MiB `queued_max_request_bytes`: the broker holds about the bound (plus at most one
+    request past it), not 8 x 6 MiB; a normal client is served; the stalled ones are closed
+    by the read timeout."""
+    broker = broker_factory({"QUEUED_MAX_REQUEST_BYTES": 16 * MiB, "REQUEST_READ_TIMEOUT_MS": 8000})
+    create_topic(broker.bootstrap, "served", partitions=1)
+    served(broker, "served")
+    rss_before = rss_mib(pid_of(broker))
+    chunk = b"\x00\x03\x00\x0c" + b"q" * (6 * MiB - 4)
+    stalled = []
+    for _ in range(8):
+        sock = open_socket(broker)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+        sock.sendall(struct.pack(">i", 100 * MiB))
+        sock.settimeout(0.5)
+        with contextlib.suppress(TimeoutError):
+            sock.sendall(chunk)  # blocks once the broker stops reading: that is the bound
+        stalled.append(sock)
+    time.sleep(1.0)
+    served(broker, "served")
+    grew = rss_mib(pid_of(broker)) - rss_before
+    # 16 MiB bound + one request allowed past it (<= 2 x 6 MiB buffer) + socket buffers.
+    assert grew < 60, f"broker RSS grew {grew:.0f} MiB with 48 MiB sent in partial requests"
+    assert "queued_max_request_bytes" in broker.log_text(), "the bound was never reached"
+    for sock in stalled:
+        assert closed_within(sock, 90), "a stalled request was never closed"
+        sock.close()
     served(broker, "served")
 
 
