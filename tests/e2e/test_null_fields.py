@@ -164,7 +164,8 @@ def test_null_arrays(
 
 
 def test_null_topics_in_offset_fetch_mean_all(null_broker: BrokerProcess) -> None:
-    """OffsetFetch v2+ (one group): topics null asks for every committed offset of the group."""
+    """OffsetFetch v2+ (one group): topics null asks for every committed offset of the group;
+    a commit's null metadata is kept as "" (Kafka's NO_METADATA)."""
     group = f"null-fields-{uuid.uuid4().hex[:8]}"
     commit = request_class(8, 2)
     with WireClient(null_broker.port) as client:
@@ -181,7 +182,7 @@ def test_null_topics_in_offset_fetch_mean_all(null_broker: BrokerProcess) -> Non
                             commit.OffsetCommitRequestPartition(
                                 partition_index=commit.i32(0),
                                 committed_offset=commit.i64(7),
-                                committed_metadata="m",
+                                committed_metadata=None,
                             ),
                         ),
                     ),
@@ -195,11 +196,11 @@ def test_null_topics_in_offset_fetch_mean_all(null_broker: BrokerProcess) -> Non
         )
     assert int(answer.error_code) == NONE
     got = {
-        (str(t.name), int(p.partition_index)): int(p.committed_offset)
+        (str(t.name), int(p.partition_index)): (int(p.committed_offset), p.metadata)
         for t in answer.topics
         for p in t.partitions
     }
-    assert got == {(LIVE_TOPIC, 0): 7}
+    assert got == {(LIVE_TOPIC, 0): (7, "")}
 
 
 def test_null_topics_in_metadata_mean_all(null_broker: BrokerProcess) -> None:

@@ -225,7 +225,7 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for p in t.partitions:
             code = error
-            metadata = p.committed_metadata
+            metadata = p.committed_metadata or ""  # Kafka stores null as "" (NO_METADATA)
             if code is None:
                 if topic is None or not 0 <= p.partition_index < topic.num_partitions:
                     code = ErrorCode.unknown_topic_or_partition

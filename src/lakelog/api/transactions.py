@@ -227,7 +227,7 @@ async def _stage_offsets(
     for ti, t in enumerate(request.topics):
         topic = await broker.topics.get(t.name)
         for pi, p in enumerate(t.partitions):
-            metadata = p.committed_metadata
+            metadata = p.committed_metadata or ""  # Kafka stores null as "" (NO_METADATA)
             if topic is None or not 0 <= p.partition_index < topic.num_partitions:
                 codes[ti][pi] = ErrorCode.unknown_topic_or_partition
             elif metadata is not None and len(metadata.encode()) > max_metadata:
