@@ -221,20 +221,32 @@ def _check_assignments(assignments: Sequence[Any]) -> tuple[int, int]:
 # ---------------------------------------------------------------- CreateTopics
 
 
-def _created(m: Any, plan: CreateTopicRequest, topic_id: UUID | None, settings: Settings) -> Any:
+def _created(
+    m: Any,
+    plan: CreateTopicRequest,
+    topic_id: UUID | None,
+    settings: Settings,
+    described: dict[tuple[tuple[str, str], ...], tuple[Any, ...]],
+) -> Any:
+    """A created topic's result; v5+ lists the topic's configs, built once per distinct set
+    of configs in the request (`described`): 10,000 topics each describing its 30 configs
+    took seconds of the event loop, even with validate_only."""
     configs: tuple[Any, ...] = ()
     if hasattr(m, "CreatableTopicConfigs"):  # v5+
-        configs = tuple(
-            build(
-                m.CreatableTopicConfigs,
-                name=e.name,
-                value=e.value,
-                read_only=e.read_only,
-                config_source=int(e.source),
-                is_sensitive=False,
+        key = tuple(sorted(plan.configs.items()))
+        if key not in described:
+            described[key] = tuple(
+                build(
+                    m.CreatableTopicConfigs,
+                    name=e.name,
+                    value=e.value,
+                    read_only=e.read_only,
+                    config_source=int(e.source),
+                    is_sensitive=False,
+                )
+                for e in topic_entries(plan.configs, settings)
             )
-            for e in topic_entries(plan.configs, settings)
-        )
+        configs = described[key]
     return build(
         m.CreatableTopicResult,
         name=plan.name,
@@ -314,9 +326,10 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
         )
         if not request.validate_only:
             ctx.broker.topics.invalidate()
+        described: dict[tuple[tuple[str, str], ...], tuple[Any, ...]] = {}
         for (i, plan), outcome in zip(plans, outcomes, strict=True):
             if outcome.error == ErrorCode.none:
-                results[i] = _created(m, plan, outcome.topic_id, settings)
+                results[i] = _created(m, plan, outcome.topic_id, settings, described)
             else:
                 message = outcome.message
                 if outcome.error == ErrorCode.topic_already_exists and not message:
