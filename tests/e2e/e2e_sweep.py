@@ -72,6 +72,9 @@ SHAPES = (
     Shape("nested-empty-min", ("one", "empty"), "name", "min"),
     Shape("nested-empty-neg1", ("one", "empty"), "name", "neg1"),
     Shape("nested-empty-max", ("one", "empty"), "name", "max"),
+    # The longest legacy strings: answers that quote them (error messages, member ids made
+    # of the client id) are longer still.
+    Shape("long-strings", ("one",), "name", "one", name="n" * 32767, client_id="c" * 32767),
 )
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from kio.serial.errors import OutOfBoundValue
 
 from lakelog import metrics
 from lakelog.api.context import RequestContext
@@ -15,6 +17,7 @@ from lakelog.api.raw import NoResponse, RawResponse
 from lakelog.api.registry import HANDLERS, PASSES_AT_START
 from lakelog.errors import ErrorCode
 from lakelog.net.server import Buffers, CloseConnection, Turn
+from lakelog.outage import RateLimitedLog
 from lakelog.protocol.frames import (
     API_VERSIONS_KEY,
     ApiSchema,
@@ -26,12 +29,14 @@ from lakelog.protocol.frames import (
     frame_prefix,
     parse_header,
 )
+from lakelog.protocol.legacy_strings import clip_strings
 from lakelog.protocol.nulls import wrong_null
 
 if TYPE_CHECKING:
     from lakelog.broker import Broker
 
 log = logging.getLogger(__name__)
+_clipped = RateLimitedLog(log)
 
 
 class Dispatcher:
@@ -127,11 +132,7 @@ class Dispatcher:
                 frame_prefix(header.correlation_id, response.size, header_flexible),
                 *response.parts,
             ]
-        return [
-            encode_response(
-                schema, header.correlation_id, response, header_flexible=header_flexible
-            )
-        ]
+        return [_encode(schema, header.correlation_id, response, header_flexible, api_name)]
 
     def _invalid_request(
         self,
@@ -164,8 +165,18 @@ class Dispatcher:
             exc,
         )
         header_flexible = schema.flexible and header.api_key != API_VERSIONS_KEY
-        return [
-            encode_response(
-                schema, header.correlation_id, response, header_flexible=header_flexible
-            )
-        ]
+        return [_encode(schema, header.correlation_id, response, header_flexible, api_name)]
+
+
+def _encode(
+    schema: ApiSchema, correlation_id: int, response: Any, header_flexible: bool, api_name: str
+) -> bytes:
+    """The response frame; strings too long for the version's encoding (an error message
+    quoting a 32 KB name) are clipped rather than dropping the connection."""
+    try:
+        return encode_response(schema, correlation_id, response, header_flexible=header_flexible)
+    except OutOfBoundValue as exc:
+        _clipped.warning("%s: clipping strings of a response: %s", api_name, exc)
+    return encode_response(
+        schema, correlation_id, clip_strings(response), header_flexible=header_flexible
+    )
