@@ -66,6 +66,8 @@ class Plan:
     machine's memory: the OOM killer would pick any process."""
     good_interval_s: float = 0.01
     triage: bool = True
+    progress_every_s: float = 0.0
+    """Print a progress line this often (0: never)."""
     env: tuple[tuple[str, object], ...] = ()
 
 
@@ -587,8 +589,20 @@ class Fuzzer:
         dog = asyncio.create_task(self.watchdog())
         deadline = time.monotonic() + self.plan.max_seconds
         warm_up = max(1000, self.plan.requests // 50)
+        started = time.monotonic()
+        next_progress = started + (self.plan.progress_every_s or float("inf"))
         while not self.done and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
+            if time.monotonic() >= next_progress:
+                next_progress += self.plan.progress_every_s
+                r = self.result
+                elapsed = time.monotonic() - started
+                rss = rss_mib(self.broker.proc.pid) if self.broker.proc else 0.0
+                print(
+                    f"  {elapsed:5.0f}s: {r.delivered:,} delivered ({r.delivered / elapsed:.0f}/s)"
+                    f", crashes {r.crashes}, RSS {rss:.0f} MiB",
+                    flush=True,
+                )
             proc = self.broker.proc
             if not self.result.rss_start_mib and self.result.delivered >= warm_up and proc:
                 self.result.rss_start_mib = rss_mib(proc.pid)
