@@ -13,6 +13,7 @@ than its 10,000 partitions ("Excessively large number of partitions per request.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 from collections import Counter
@@ -22,6 +23,8 @@ from uuid import UUID
 
 from lakelog.api.configs import topic_entries
 from lakelog.api.context import RequestContext, build
+from lakelog.api.encoded import compact_length, encode_entity
+from lakelog.api.raw import RawResponse
 from lakelog.api.registry import handles
 from lakelog.config import Settings
 from lakelog.coordinator.interface import (
@@ -335,7 +338,34 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
                 if outcome.error == ErrorCode.topic_already_exists and not message:
                     message = f"Topic '{plan.name}' already exists."
                 results[i] = _create_failed(m, plan.name, outcome.error, message)
-    return build(m.CreateTopicsResponse, throttle_time=_ZERO, topics=tuple(results))
+    if ctx.api_version < 5:
+        return build(m.CreateTopicsResponse, throttle_time=_ZERO, topics=tuple(results))
+    return splice_create_topics(m, results)
+
+
+def splice_create_topics(m: Any, results: Sequence[Any]) -> RawResponse:
+    """A CreateTopics v5+ answer with each distinct config list encoded once (results share
+    them, see `_created`): 10,000 topics' 300,000 config entries took kio 2 s to encode.
+    In these versions a result ends with its configs array and its tagged fields (none
+    here), and the response with its topics array and its tagged fields."""
+    arrays: dict[int, bytes] = {}
+    parts: list[bytes] = []
+    for result in results:
+        configs = result.configs
+        if not configs:
+            parts.append(encode_entity(m.CreatableTopicResult, result))
+            continue
+        array = arrays.get(id(configs))
+        if array is None:
+            array = arrays[id(configs)] = compact_length(len(configs)) + b"".join(
+                encode_entity(m.CreatableTopicConfigs, c) for c in configs
+            )
+        bare = encode_entity(m.CreatableTopicResult, dataclasses.replace(result, configs=()))
+        parts.append(bare[:-2] + array + bare[-1:])
+    empty = encode_entity(
+        m.CreateTopicsResponse, build(m.CreateTopicsResponse, throttle_time=_ZERO, topics=())
+    )
+    return RawResponse([b"".join([empty[:-2], compact_length(len(parts)), *parts, empty[-1:]])])
 
 
 # ---------------------------------------------------------------- DeleteTopics

@@ -12,7 +12,6 @@ and encode each time, now that is paid once per topic and view.
 from __future__ import annotations
 
 import datetime
-import functools
 import io
 import logging
 import struct
@@ -20,11 +19,9 @@ from collections import OrderedDict
 from typing import Any
 from uuid import UUID
 
-from kio.serial import entity_writer
-from kio.serial.writers import write_unsigned_varint
-
 from lakelog.api.admin import CLUSTER_AUTHORIZED_OPERATIONS, ClusterBudget
 from lakelog.api.context import RequestContext, build
+from lakelog.api.encoded import compact_length, encode_entity
 from lakelog.api.raw import RawResponse
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import CreateTopicRequest, TopicInfo
@@ -76,17 +73,6 @@ class EncodedTopics:
 ENCODED_TOPICS = EncodedTopics()
 
 
-@functools.cache
-def _writer(cls: type) -> Any:
-    return entity_writer(cls)
-
-
-def encode_entity(cls: type, value: Any) -> bytes:
-    out = io.BytesIO()
-    _writer(cls)(out, value)
-    return out.getvalue()
-
-
 def splice_topics(version: int, response: Any, topics: list[bytes]) -> RawResponse:
     """The body of `response` (built with no topics) with the encoded `topics` in place of
     its empty topics array: only fields of versions 8-10 (cluster_authorized_operations),
@@ -100,12 +86,7 @@ def splice_topics(version: int, response: Any, topics: list[bytes]) -> RawRespon
     after = (4 if 8 <= version <= 10 else 0) + (2 if version >= 13 else 0) + int(flexible)
     empty = 1 if flexible else 4
     at = len(body) - after - empty
-    if flexible:
-        length = io.BytesIO()
-        write_unsigned_varint(length, len(topics) + 1)
-        count = length.getvalue()
-    else:
-        count = struct.pack(">i", len(topics))
+    count = compact_length(len(topics)) if flexible else struct.pack(">i", len(topics))
     return RawResponse([b"".join([body[:at], count, *topics, body[at + empty :]])])
 
 
