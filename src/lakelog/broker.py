@@ -122,16 +122,17 @@ class Broker:
             now_ms = int(time.time() * 1000)
             since = now_ms - self.settings.broker_session_timeout_ms
             linger_since = now_ms - self.settings.broker_fenced_linger_ms
+            live: list[BrokerInfo] = []
+            fenced: list[BrokerInfo] = []
             try:
-                brokers, fenced = [], []
                 for b in await self.coordinator.list_brokers(ANY_HEARTBEAT):
                     if b.last_heartbeat >= since:
-                        brokers.append(b)
+                        live.append(b)
                     elif b.last_heartbeat >= 0:
                         if await self._fence_if_silent(b, since):
                             fenced.append(b)
                         else:
-                            brokers.append(b)
+                            live.append(b)
                     elif b.last_heartbeat < -1 and -b.last_heartbeat >= linger_since:
                         fenced.append(b)
             except Exception as exc:
@@ -143,6 +144,7 @@ class Broker:
                 # FindCoordinator keep answering); ask again in a second.
                 self._brokers_cache = (time.monotonic(), brokers)
                 return brokers
+            brokers = live
             if not any(b.broker_id == self.broker_id for b in brokers):
                 brokers = [*brokers, self.self_info()]
             brokers.sort(key=lambda b: b.broker_id)
@@ -260,6 +262,18 @@ class Broker:
         """This broker was fenced: take a new epoch before committing anything again."""
         async with self._registering:
             old = self.broker_epoch
+            # Requests still unread in our sockets may be older than records their
+            # producers sent to other brokers while we were fenced; under a new epoch they
+            # would commit behind those. So the connections read nothing more and close
+            # once they have answered what they read (all of it under the old epoch, so
+            # refused or committed before the fence); clients reconnect and see a
+            # transport error for the rest, a counted retry.
+            if self.server.connections:
+                log.warning(
+                    "fenced: %d client connections close after answering what they read",
+                    len(self.server.connections),
+                )
+                self.server.retire_all()
             self.broker_epoch = await self.coordinator.register_broker(
                 self.broker_id, self.settings.rack, self.host, self.port
             )

@@ -45,6 +45,10 @@ FIRST_CHUNK = 64 * 1024
 """A frame's buffer starts at this size (or the frame's, if smaller) and doubles as its
 bytes arrive: memory follows what the client sent, not what its header announced."""
 MAX_SWEEP_INTERVAL_S = 1.0
+RETIRED_LINGER_S = 5.0
+"""How long a retired connection waits for its client to close after our FIN: closing at
+once with unread bytes makes the kernel send a reset, which can destroy answers the
+client has not read yet."""
 LOGGED_PER_SWEEP = 5
 """Connections closed by one sweep get a log line each up to this many, then one line
 that counts the rest (a flood of stalled connections must not flood the log)."""
@@ -134,6 +138,10 @@ class Connection(asyncio.BufferedProtocol):
         self._writer: asyncio.Task[None] | None = None
         self._paused = False
         self._closing = False
+        self._retiring = False
+        """Reads nothing more; closes once the requests already read are answered."""
+        self._discarding: bytearray | None = None
+        """Retired and answered: what still arrives is read into this and dropped."""
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._sasl: SaslSession | None = None
@@ -186,6 +194,8 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write.set()
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._discarding is not None:
+            return memoryview(self._discarding)
         frame = self._frame
         if frame is None:
             return memoryview(self._size_buf)[self._filled :]
@@ -217,6 +227,8 @@ class Connection(asyncio.BufferedProtocol):
             self._transport.resume_reading()
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._discarding is not None:
+            return
         if self._filled == 0 and self._frame is None:
             self._started = self._server.loop_time()
         self._filled += nbytes
@@ -313,6 +325,9 @@ class Connection(asyncio.BufferedProtocol):
             while not self._pending:
                 if self._closing:
                     return
+                if self._retiring:
+                    self._finish_retiring()
+                    return
                 self._wakeup.clear()
                 await self._wakeup.wait()
             task, size = self._pending[0]
@@ -336,6 +351,7 @@ class Connection(asyncio.BufferedProtocol):
             if (
                 self._paused
                 and not self._server.stopping
+                and not self._retiring
                 and (
                     len(self._pending) <= self._server.max_inflight // 2
                     and self._pending_bytes <= self._server.max_inflight_bytes // 2
@@ -366,6 +382,27 @@ class Connection(asyncio.BufferedProtocol):
         if self._transport is not None and not self._paused and not self._closing:
             self._transport.pause_reading()
             self._paused = True
+
+    def retire(self) -> None:
+        """Read no more requests; close once those already read are answered."""
+        self._retiring = True
+        self.stop_reading()
+        self._wakeup.set()
+
+    def _finish_retiring(self) -> None:
+        """Everything read is answered: send FIN after the answers, drop what still comes,
+        and close when the client does (or after RETIRED_LINGER_S)."""
+        transport = self._transport
+        if transport is None or not transport.can_write_eof():
+            self.close()  # TLS: no half-close
+            return
+        self._discarding = bytearray(FIRST_CHUNK)
+        self._frame = None
+        self._server.unhold(self)
+        transport.write_eof()
+        asyncio.get_running_loop().call_later(RETIRED_LINGER_S, self.close)
+        self._paused = False
+        transport.resume_reading()
 
     def close(self, *, abort: bool = False) -> None:
         """Close the connection; `abort` drops what is not yet sent (a client that stopped
@@ -645,6 +682,12 @@ class Server:
         # Let the write loops hand the last answers to their transports.
         while any(c.has_pending for c in self.connections) and loop.time() < deadline:
             await asyncio.sleep(0.005)
+
+    def retire_all(self) -> None:
+        """Every connection reads no more requests and closes once it has answered those
+        it read; new connections are served as usual."""
+        for conn in list(self.connections):
+            conn.retire()
 
     def close_all(self) -> None:
         """Close every connection; the server goes on accepting unless it is stopping (a
