@@ -83,6 +83,7 @@ def main() -> int:
                 seed=args.seed,
                 max_seconds=args.max_seconds,
                 triage=not args.no_triage,
+                triage_stalls=not args.no_triage,
                 progress_every_s=60.0,
             )
             print(f"== {listener}: {plan}", flush=True)

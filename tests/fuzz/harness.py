@@ -49,6 +49,8 @@ SASL_KEYS = (17, 18, 36)
 SENTINEL_CORRELATION = 0x7E57AB1E
 BROKER_ENV: dict[str, object] = {"PRODUCE_COMMIT_INTERVAL_MS": 20}
 GOOD_TOPIC = "fuzz-good-client"
+STALL_MS = 150.0
+SLOW_WINDOW_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class Plan:
     machine's memory: the OOM killer would pick any process."""
     good_interval_s: float = 0.01
     triage: bool = True
+    triage_stalls: bool = False
+    """Also replay the frames of the slowest windows beside a probe client (minutes)."""
     progress_every_s: float = 0.0
     """Print a progress line this often (0: never)."""
     env: tuple[tuple[str, object], ...] = ()
@@ -89,6 +93,9 @@ class Result:
     crash_dirs: list[str] = field(default_factory=list)
     reproducers: list[str] = field(default_factory=list)
     exception_reproducers: dict[str, str] = field(default_factory=dict)
+    stalls: list[str] = field(default_factory=list)
+    """Frames of slow windows that, replayed alone, held up another client's requests by
+    over `STALL_MS` (API, times, size, head of the frame)."""
     """Exception kind -> the frame (hex, or the file it was saved to when long) that makes
     the broker log it, replayed alone on a fresh broker."""
     unhandled: int = 0
@@ -142,6 +149,9 @@ class Result:
             lines.append("  exception reproducers (frame without size prefix):")
             for kind, frame in self.exception_reproducers.items():
                 lines.append(f"    {kind}: {frame}")
+        if self.stalls:
+            lines.append(f"  requests that hold up other clients (over {STALL_MS:.0f} ms):")
+            lines += [f"    {line}" for line in self.stalls]
         if self.reproducers:
             lines.append("  crash reproducers (frame hex, without size prefix):")
             lines += [f"    {r}" for r in self.reproducers]
@@ -413,6 +423,9 @@ class Fuzzer:
         self.by_port: collections.OrderedDict[int, list[bytes]] = collections.OrderedDict()
         """Frames sent on recent connections by their local port (the broker logs the
         peer's port with an unhandled exception): the last 20,000 connections."""
+        self.slow_windows: list[tuple[float, list[bytes]]] = []
+        """(seconds, frames) of windows answered after over SLOW_WINDOW_S (the first 200):
+        stall candidates."""
         self.done = False
         self.restarting = asyncio.Event()
         self.restarting.set()  # set = broker up
@@ -486,6 +499,7 @@ class Fuzzer:
                     del sent_here[:-64]
                     if lie is None:
                         wire.append(SENTINEL)
+                    sent_at = time.monotonic()
                     writer.writelines(wire)
                     result.sent += len(frames)
                     result.windows += 1
@@ -497,6 +511,9 @@ class Fuzzer:
                     if finished:
                         result.delivered += len(frames)
                         window = min(plan.window, window * 2)
+                        took = time.monotonic() - sent_at
+                        if took > SLOW_WINDOW_S and len(self.slow_windows) < 200:
+                            self.slow_windows.append((took, frames))
                         continue
                     window = max(1, window // 2)
                     result.delivered += min(len(frames), answered + 1)
@@ -669,6 +686,9 @@ def run_listener(plan: Plan, workdir: Path, seeds: list[Seed] | None = None) -> 
         result.exception_reproducers = triage_exceptions(
             broker.log_text(), fuzzer.by_port, plan, workdir / "triage-exceptions"
         )
+    if plan.triage_stalls and fuzzer.slow_windows:
+        slowest = [frames for _, frames in sorted(fuzzer.slow_windows, key=lambda w: -w[0])]
+        result.stalls = triage_stalls(slowest, plan, workdir / "triage-stalls")
     if plan.triage and result.crash_dirs:
         for crash_dir in result.crash_dirs[:3]:
             found = triage(Path(crash_dir), plan, workdir / "triage")
@@ -717,7 +737,7 @@ def triage_exceptions(
     broker = start_broker(workdir, plan, name="triage-exceptions")
     try:
         for kind, ports in kinds.items():
-            candidates = [f for port in ports[:tries] for f in by_port.get(port, [])]
+            candidates = [f for port in ports[-tries:] for f in by_port.get(port, [])]
             for frame in candidates:
                 if not broker.alive():
                     broker.kill()
@@ -737,7 +757,77 @@ def triage_exceptions(
     return found
 
 
-def _send_alone(broker: BrokerProcess, frame: bytes, plan: Plan) -> None:
+def triage_stalls(
+    windows: list[list[bytes]], plan: Plan, workdir: Path, limit: int = 150
+) -> list[str]:
+    """Replay the frames of slow windows one by one on a fresh broker while another
+    connection sends Metadata requests every 5 ms; a frame during which that connection
+    waited over STALL_MS holds up other clients (the five worst are returned)."""
+    frames = list(dict.fromkeys(f for window in windows for f in window))[:limit]
+    if not frames:
+        return []
+    workdir.mkdir(parents=True, exist_ok=True)
+    broker = start_broker(workdir, plan, name="triage-stalls")
+    found: list[tuple[float, str]] = []
+    try:
+        for frame in frames:
+            if not broker.alive():
+                broker.kill()
+                broker.start()
+            worst, took = _replay_beside_probe(broker, frame, plan)
+            if worst * 1000 > STALL_MS:
+                api = API_NAMES.get(struct.unpack_from(">h", frame)[0], "?")
+                version = struct.unpack_from(">h", frame, 2)[0] if len(frame) >= 4 else -1
+                found.append(
+                    (
+                        worst,
+                        f"{api} v{version}, {len(frame)} bytes: answered in {took * 1000:.0f}"
+                        f" ms, another client waited {worst * 1000:.0f} ms; "
+                        f"begins {frame[:40].hex()}",
+                    )
+                )
+    finally:
+        broker.close()
+    found.sort(reverse=True)
+    return [line for _, line in found[:5]]
+
+
+def _replay_beside_probe(broker: BrokerProcess, frame: bytes, plan: Plan) -> tuple[float, float]:
+    """(the probe connection's worst Metadata latency, the frame's answer time)."""
+    import threading
+
+    latencies: list[float] = [0.0]
+    stop = threading.Event()
+    sasl = plan.listener.startswith("SASL")
+
+    def probe() -> None:
+        with contextlib.suppress(OSError):
+            sock = socket.create_connection((HOST, broker.port), timeout=10)
+            with sock:
+                if sasl:
+                    sasl_login_blocking(sock)
+                correlation = 100
+                while not stop.is_set():
+                    correlation += 1
+                    started = time.perf_counter()
+                    sock.sendall(metadata_v1(correlation))
+                    _recv_frame(sock)
+                    latencies.append(time.perf_counter() - started)
+                    time.sleep(0.005)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    time.sleep(0.1)
+    started = time.perf_counter()
+    _send_alone(broker, frame, plan, wait_s=3.0)
+    took = time.perf_counter() - started
+    time.sleep(0.1)
+    stop.set()
+    thread.join(15)
+    return max(latencies), took
+
+
+def _send_alone(broker: BrokerProcess, frame: bytes, plan: Plan, wait_s: float = 2.0) -> None:
     login = plan.listener.startswith("SASL") and frame[:2] not in (b"\0\x11", b"\0\x12", b"\0\x24")
     with (
         contextlib.suppress(OSError),
@@ -746,7 +836,7 @@ def _send_alone(broker: BrokerProcess, frame: bytes, plan: Plan) -> None:
         if login:
             sasl_login_blocking(sock)
         sock.sendall(struct.pack(">i", len(frame)) + frame)
-        sock.settimeout(2.0)
+        sock.settimeout(wait_s)
         with contextlib.suppress(OSError):
             sock.recv(1 << 16)
     time.sleep(0.05)
