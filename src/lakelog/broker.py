@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from uuid import UUID
 
 from lakelog.api.dispatch import Dispatcher
 from lakelog.background.cleaner import FileCleaner
@@ -26,6 +27,7 @@ from lakelog.security.listener import ListenerSecurity
 from lakelog.storage.store import ObjectStorage
 from lakelog.topics import TopicCache
 from lakelog.txn.expiry import TransactionTimeouts
+from lakelog.zones import partition_broker, zone_brokers
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,7 @@ class Broker:
             on_fenced=self._on_fenced,
             commit_delay_ms=settings.fault_commit_delay_ms,
             commit_retry_ms=settings.produce_commit_retry_ms,
+            still_leads=self.still_leads,
         )
         self.server = Server(
             Dispatcher(self),
@@ -151,6 +154,15 @@ class Broker:
             self._fenced_lately = [f for f in fenced if f.broker_id != self.broker_id]
             self._brokers_cache = (time.monotonic(), brokers)
         return brokers
+
+    async def still_leads(self, topic_id: UUID, partition: int, zone: str | None) -> bool:
+        """Whether Metadata names this broker the partition's leader for clients of that
+        zone (True when the cluster view cannot be had: an outage refuses nothing)."""
+        try:
+            brokers = zone_brokers(await self.live_brokers(), zone)
+        except Exception:
+            return True
+        return partition_broker(brokers, topic_id, partition) == self.broker_id
 
     def fenced_lately(self) -> list[BrokerInfo]:
         """Brokers fenced for silence within `broker_fenced_linger_ms`, as of the last

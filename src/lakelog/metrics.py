@@ -107,6 +107,11 @@ wal_abandoned_batches_total = Counter(
     "Batches not committed because their client closed the connection before the commit",
     registry=REGISTRY,
 )
+wal_moved_batches_total = Counter(
+    "lakelog_wal_moved_batches",
+    "Plain producers' batches refused at commit: another broker leads their partition by now",
+    registry=REGISTRY,
+)
 wal_stale_epoch_batches_total = Counter(
     "lakelog_wal_stale_epoch_batches",
     "Batches refused because their request was read before this broker was fenced",

@@ -65,7 +65,7 @@ def test_paused_broker_is_fenced_and_its_late_commit_refused(tmp_path: Path) -> 
         sender = threading.Thread(target=produce_to_zombie)
         sender.start()
         # The object is uploaded; the commit waits out the injected delay: pause it now.
-        wait_until(lambda: set(zombie.wal_objects()) - before, 10, "the zombie's upload")
+        wait_until(lambda: set(zombie.wal_objects()) - before, 30, "the zombie's upload")
         assert zombie.proc is not None
         os.kill(zombie.proc.pid, signal.SIGSTOP)
         try:

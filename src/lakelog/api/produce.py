@@ -74,6 +74,7 @@ async def _validate(
     """Split and check every partition's records; valid batches go to `appends`."""
     outcomes = []
     acks_ok = request.acks in (0, 1, -1)
+    zone = client_zone(ctx.client_id)
     for topic_data in request.topic_data or ():
         topic = await ctx.broker.topics.get(topic_data.name)
         config = effective(topic, ctx.broker.settings) if topic else None
@@ -120,7 +121,13 @@ async def _validate(
                             break
                     batches.append(
                         AppendRequest(
-                            topic.topic_id, part.index, batch, header, config.timestamp_type
+                            topic.topic_id,
+                            part.index,
+                            batch,
+                            header,
+                            config.timestamp_type,
+                            owner_zone=zone,
+                            check_owner=header.producer_id < 0,
                         )
                     )
             except InvalidBatch as exc:

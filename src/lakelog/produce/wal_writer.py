@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -55,6 +55,10 @@ class AppendRequest:
     data: memoryview | bytes
     header: BatchHeader
     timestamp_type: TimestampType
+    owner_zone: str | None = None
+    """Set for a plain producer's batch (no sequence to order it by): the client's zone, so
+    the commit can check this broker still leads the partition for that zone."""
+    check_owner: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,7 @@ class WalWriter:
         on_fenced: Callable[[int], None] = lambda epoch: None,
         commit_delay_ms: int = 0,
         commit_retry_ms: int = 25_000,
+        still_leads: Callable[[UUID, int, str | None], Awaitable[bool]] | None = None,
     ) -> None:
         self._storage = storage
         self._coordinator = coordinator
@@ -102,6 +107,7 @@ class WalWriter:
         self._on_fenced = on_fenced
         self._commit_delay_s = commit_delay_ms / 1000
         self._commit_retry_s = commit_retry_ms / 1000
+        self._still_leads = still_leads
         self._active = _Buffer()
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -274,13 +280,23 @@ class WalWriter:
                 key,
             )
             metrics.wal_abandoned_batches_total.inc(len(buffer.futures) - len(kept))
-            if not kept:
-                self._delete_later(key)
-                return
-            buffer = _Buffer(
-                [buffer.entries[i] for i in kept], [buffer.futures[i] for i in kept], buffer.size
+            buffer, placements = _keep(buffer, placements, kept)
+        moved = await self._moved_away(buffer)
+        if moved:
+            # A plain producer's batch whose partition another broker leads by now: the
+            # client may already have sent later records there, and nothing (no sequence)
+            # would keep this batch ahead of them. Refused as a counted retry.
+            for i in moved:
+                if not buffer.futures[i].done():
+                    buffer.futures[i].set_result(CommitBatchResult(ErrorCode.kafka_storage_error))
+            metrics.wal_moved_batches_total.inc(len(moved))
+            gone = set(moved)
+            buffer, placements = _keep(
+                buffer, placements, [i for i in range(len(buffer.entries)) if i not in gone]
             )
-            placements = [placements[i] for i in kept]
+        if not buffer.entries:
+            self._delete_later(key)
+            return
         batches = [
             CommitBatch(
                 topic_id=r.topic_id,
@@ -320,6 +336,16 @@ class WalWriter:
         for future, result in zip(buffer.futures, results, strict=True):
             if not future.done():
                 future.set_result(result)
+
+    async def _moved_away(self, buffer: _Buffer) -> list[int]:
+        """Indexes of plain producers' batches whose partition this broker no longer leads."""
+        if self._still_leads is None:
+            return []
+        moved = []
+        for i, r in enumerate(buffer.entries):
+            if r.check_owner and not await self._still_leads(r.topic_id, r.partition, r.owner_zone):
+                moved.append(i)
+        return moved
 
     async def _commit_until_known(
         self, key: str, size: int, batches: list[CommitBatch], epoch: int
@@ -405,3 +431,18 @@ class WalWriter:
         if self._timer is not None:
             with contextlib.suppress(Exception):
                 self._timer.cancel()
+
+
+def _keep(
+    buffer: _Buffer, placements: Sequence[tuple[int, int]], kept: Sequence[int]
+) -> tuple[_Buffer, list[tuple[int, int]]]:
+    """The buffer and placements with only the entries at `kept`."""
+    return (
+        _Buffer(
+            [buffer.entries[i] for i in kept],
+            [buffer.futures[i] for i in kept],
+            buffer.size,
+            buffer.epoch,
+        ),
+        [placements[i] for i in kept],
+    )

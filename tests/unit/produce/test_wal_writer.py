@@ -389,3 +389,53 @@ async def test_batches_commit_under_the_epoch_they_were_accepted_under(
     assert (new.error, new.base_offset) == (ErrorCode.none, 0)
     assert fenced == [epochs[0]]
     await writer.close()
+
+
+async def test_plain_batches_of_a_partition_led_elsewhere_by_commit_time_are_refused(
+    coordinator: BatchCoordinator,
+) -> None:
+    """A plain producer's batch (no sequence) whose partition moved to another broker while
+    it waited for its commit is refused (a counted retry for the client): the client may
+    have sent later records to the new leader already. Idempotent batches and batches of
+    partitions still led here commit."""
+    storage = ObjectStorage.from_url("memory://")
+    topic_id = await _topic(coordinator)
+    asked: list[tuple[int, str | None]] = []
+
+    async def still_leads(topic: Any, partition: int, zone: str | None) -> bool:
+        asked.append((partition, zone))
+        return partition == 0
+
+    writer = WalWriter(
+        storage,
+        coordinator,
+        broker_id=0,
+        broker_epoch=lambda: -1,
+        max_buffer_bytes=1 << 20,
+        commit_interval_ms=20,
+        max_sealed_buffers=2,
+        on_commit=lambda committed: None,
+        still_leads=still_leads,
+    )
+
+    def plain(partition: int, value: bytes) -> AppendRequest:
+        r = _request(topic_id, partition, value)
+        return AppendRequest(
+            r.topic_id, r.partition, r.data, r.header, r.timestamp_type, "z1", check_owner=True
+        )
+
+    futures = await writer.append(
+        [
+            plain(0, b"here"),
+            plain(1, b"moved"),
+            _request(topic_id, 1, b"idempotent", producer_id=7, producer_epoch=0, base_sequence=0),
+        ]
+    )
+    here, moved, idem = await asyncio.wait_for(asyncio.gather(*futures), 5)
+    assert (here.error, here.base_offset) == (ErrorCode.none, 0)
+    assert moved.error == ErrorCode.kafka_storage_error
+    assert (idem.error, idem.base_offset) == (ErrorCode.none, 0)
+    assert sorted(asked) == [(0, "z1"), (1, "z1")]
+    [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 1, 0, 1 << 20)])
+    assert [b.producer_id for b in found.batches] == [7]
+    await writer.close()
