@@ -418,74 +418,79 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
 async def describe_groups(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     described = []
+    # A group named twice is looked up once (a request may repeat one id thousands of
+    # times; each lookup is a coordinator query).
+    seen: dict[str, Any] = {}
     for group_id in request.groups:
-        error = await _group_error(ctx, group_id)
-        group = None if error else await ctx.broker.groups.get(group_id, create=False)
-        if group is None:
-            state = "Dead"
-            if error is None and await ctx.broker.groups.fetch_offsets(group_id, None):
-                state = "Empty"  # known only by its committed offsets
-            described.append(
-                build(
-                    m.DescribedGroup,
-                    error_code=error or ErrorCode.none,
-                    group_id=group_id,
-                    group_state=state,
-                    protocol_type="",
-                    protocol_data="",
-                    members=(),
-                    authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
-                )
-            )
+        if group_id in seen:
+            described.append(seen[group_id])
             continue
-        stable = group.state == GroupState.STABLE
-        members = tuple(
-            build(
-                m.DescribedGroupMember,
-                member_id=mem.member_id,
-                group_instance_id=mem.group_instance_id,
-                client_id=mem.client_id,
-                client_host=mem.client_host,
-                member_metadata=mem.metadata_for(group.protocol) if stable else b"",
-                member_assignment=mem.assignment if stable else b"",
-            )
-            for mem in group.members.values()
-        )
-        described.append(
-            build(
-                m.DescribedGroup,
-                error_code=ErrorCode.none,
-                group_id=group_id,
-                group_state=str(group.state),
-                protocol_type=group.protocol_type or "",
-                protocol_data=group.protocol or "",
-                members=members,
-                authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
-            )
-        )
+        seen[group_id] = await _describe_group(ctx, m, group_id)
+        described.append(seen[group_id])
     return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))
+
+
+async def _describe_group(ctx: RequestContext, m: Any, group_id: str) -> Any:
+    error = await _group_error(ctx, group_id)
+    group = None if error else await ctx.broker.groups.get(group_id, create=False)
+    if group is None:
+        state = "Dead"
+        if error is None and await ctx.broker.groups.fetch_offsets(group_id, None):
+            state = "Empty"  # known only by its committed offsets
+        return build(
+            m.DescribedGroup,
+            error_code=error or ErrorCode.none,
+            group_id=group_id,
+            group_state=state,
+            protocol_type="",
+            protocol_data="",
+            members=(),
+            authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        )
+    stable = group.state == GroupState.STABLE
+    members = tuple(
+        build(
+            m.DescribedGroupMember,
+            member_id=mem.member_id,
+            group_instance_id=mem.group_instance_id,
+            client_id=mem.client_id,
+            client_host=mem.client_host,
+            member_metadata=mem.metadata_for(group.protocol) if stable else b"",
+            member_assignment=mem.assignment if stable else b"",
+        )
+        for mem in group.members.values()
+    )
+    return build(
+        m.DescribedGroup,
+        error_code=ErrorCode.none,
+        group_id=group_id,
+        group_state=str(group.state),
+        protocol_type=group.protocol_type or "",
+        protocol_data=group.protocol or "",
+        members=members,
+        authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+    )
 
 
 @handles(DELETE_GROUPS, 0, 2)
 async def delete_groups(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     names = list(request.groups_names)
-    errors: dict[int, ErrorCode] = {}
+    # Each distinct group once, however often the request names it.
+    errors: dict[str, ErrorCode] = {}
     mine = []
-    for i, group_id in enumerate(names):
+    for group_id in dict.fromkeys(names):
         error = await _group_error(ctx, group_id)
         if error is not None:
-            errors[i] = error
+            errors[group_id] = error
         else:
-            mine.append(i)
-    results = await ctx.broker.groups.delete([names[i] for i in mine]) if mine else []
-    for i, error in zip(mine, results, strict=True):
-        errors[i] = error
+            mine.append(group_id)
+    results = await ctx.broker.groups.delete(mine) if mine else []
+    errors.update(zip(mine, results, strict=True))
     return build(
         m.DeleteGroupsResponse,
         throttle_time=NO_THROTTLE,
         results=tuple(
-            build(m.DeletableGroupResult, group_id=g, error_code=errors[i])
-            for i, g in enumerate(names)
+            build(m.DeletableGroupResult, group_id=g, error_code=errors[g]) for g in names
         ),
     )
