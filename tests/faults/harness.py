@@ -98,23 +98,22 @@ class Result:
         explains: the ones the broker should never leave behind."""
         return self.orphans_after_cleanup - self.orphan_causes.get("sigkill", 0)
 
-    def broken(self) -> list[str]:
+    def broken(self, *, plain: bool = True) -> list[str]:
         """The invariants this run broke (empty: all held).
 
-        Known open (issue 11): a plain producer (no idempotence, retries=0) can get a
-        record stored twice, or acknowledged records out of order, when a broker pauses
-        between committing a request and answering it. The paused broker is fenced and
-        left out of Metadata; librdkafka then destroys its connection and resends the
-        requests in flight elsewhere without counting a retry ("not persisted"), though
-        they were committed. Those counts are reported (`plain_findings`), not asserted;
-        idempotent producers' are."""
+        `plain=False` leaves out plain producers' (no idempotence, retries=0) duplicates
+        and reorderings. They have no sequence the coordinator could order them by, so
+        their order across a partition moving between live brokers rests on a check just
+        before each commit (`WalWriter._moved_away`) that is not atomic with it: a window
+        of one cluster-view refresh remains. The short run in `make test` reports them
+        (`plain_findings`) rather than fail on that timing; the long run asserts them."""
         v = self.verdict
         out = [
             f"{name}: {n}"
             for name, n in (
                 ("lost", v.lost),
-                ("duplicated", v.duplicated - v.duplicated_plain),
-                ("out of order", v.out_of_order - v.out_of_order_plain),
+                ("duplicated", v.duplicated - (0 if plain else v.duplicated_plain)),
+                ("out of order", v.out_of_order - (0 if plain else v.out_of_order_plain)),
                 ("gaps", v.gaps),
                 ("fatal", v.fatal),
                 ("dropped connections", self.dropped),
@@ -127,7 +126,7 @@ class Result:
         return out
 
     def plain_findings(self) -> list[str]:
-        """The plain producers' duplicates and reorderings (known open, see `broken`)."""
+        """The plain producers' duplicates and reorderings (see `broken`)."""
         v = self.verdict
         return [
             f"{name}: {n}"
