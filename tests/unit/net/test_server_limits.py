@@ -40,8 +40,12 @@ async def start(**limits: int) -> Server:
 async def server() -> AsyncIterator[Server]:
     srv = await start(request_read_timeout_ms=400, connections_max_idle_ms=800)
     yield srv
-    srv.stop_accepting()
-    srv.close_all()
+    stop(srv)
+
+
+def stop(server: Server) -> None:
+    server.stop_accepting()
+    server.close_all()
 
 
 def port_of(server: Server) -> int:
@@ -57,6 +61,14 @@ async def roundtrip(
     size, length = struct.unpack(">ii", await reader.readexactly(8))
     assert size == 5
     return length, await reader.readexactly(1)
+
+
+async def roundtrips(
+    conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]], bodies: list[bytes]
+) -> list[tuple[int, bytes]]:
+    """One body round-tripped on each connection, all at once, within 30 s."""
+    pending = (roundtrip(r, w, b) for (r, w), b in zip(conns, bodies, strict=True))
+    return await asyncio.wait_for(asyncio.gather(*pending), 30)
 
 
 async def closed(reader: asyncio.StreamReader, within: float) -> bool:
@@ -166,8 +178,7 @@ async def test_connections_per_ip_are_capped(caplog: pytest.LogCaptureFixture) -
         second[1].close()
         third_writer.close()
     finally:
-        server.stop_accepting()
-        server.close_all()
+        stop(server)
 
 
 async def test_per_ip_override(caplog: pytest.LogCaptureFixture) -> None:
@@ -185,8 +196,7 @@ async def test_per_ip_override(caplog: pytest.LogCaptureFixture) -> None:
             w.close()
         extra_writer.close()
     finally:
-        server.stop_accepting()
-        server.close_all()
+        stop(server)
 
 
 # ------------------------------------------------------------------- queued.max.request.bytes
@@ -219,8 +229,7 @@ async def test_bytes_in_partial_frames_are_bounded_and_nothing_deadlocks() -> No
         for _, w in (small, big):
             w.close()
     finally:
-        server.stop_accepting()
-        server.close_all()
+        stop(server)
 
 
 async def test_waiting_connections_go_in_turn_as_frames_complete() -> None:
@@ -241,10 +250,7 @@ async def test_waiting_connections_go_in_turn_as_frames_complete() -> None:
         port = port_of(server)
         conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(8)]
         bodies = [bytes([i]) * (2 * MiB) for i in range(8)]
-        answers = await asyncio.wait_for(
-            asyncio.gather(*(roundtrip(r, w, b) for (r, w), b in zip(conns, bodies, strict=True))),
-            30,
-        )
+        answers = await roundtrips(conns, bodies)
         assert answers == [(2 * MiB, bytes([i])) for i in range(8)]
         assert peak <= 3 * MiB + 2 * MiB, peak
         assert server.budget_waits > 0, "the bound was never reached: the test tests nothing"
@@ -253,8 +259,7 @@ async def test_waiting_connections_go_in_turn_as_frames_complete() -> None:
             w.close()
     finally:
         watcher.cancel()
-        server.stop_accepting()
-        server.close_all()
+        stop(server)
 
 
 # ------------------------------------------------------------------- over TLS
@@ -322,10 +327,7 @@ async def test_big_frames_over_tls_with_a_bound(
             for _ in range(3)
         ]
         bodies = [bytes(range(256)) * (3 * 4096 + i) for i in range(3)]
-        answers = await asyncio.wait_for(
-            asyncio.gather(*(roundtrip(r, w, b) for (r, w), b in zip(conns, bodies, strict=True))),
-            30,
-        )
+        answers = await roundtrips(conns, bodies)
         assert answers == [(len(b), b[-1:]) for b in bodies]
         assert await roundtrip(*conns[0], b"small") == (5, b"l")
         assert server.budget_waits > 0
@@ -333,5 +335,4 @@ async def test_big_frames_over_tls_with_a_bound(
         for _, w in conns:
             w.close()
     finally:
-        server.stop_accepting()
-        server.close_all()
+        stop(server)

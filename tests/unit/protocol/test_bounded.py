@@ -52,6 +52,13 @@ def legacy(text: bytes) -> bytes:
     return I16.pack(len(text)) + text
 
 
+def produce_v7(transactional_id: bytes, records_length: int) -> bytes:
+    """A Produce v7 body (acks 1, timeout 1000, topic "t", partition 0) up to and including
+    the length of its one partition's records."""
+    head = transactional_id + I16.pack(1) + I32.pack(1000)
+    return head + I32.pack(1) + legacy(b"t") + I32.pack(1) + bytes(4) + I32.pack(records_length)
+
+
 FETCH_V12_HEAD = I32.pack(-1) + I32.pack(500) + I32.pack(1) + I32.pack(1 << 20) + b"\x00"
 FETCH_V12_HEAD += I32.pack(0) + I32.pack(-1)
 FETCH_V12_EMPTY = FETCH_V12_HEAD + b"\x01" + b"\x01" + compact(b"")  # topics, forgotten, rack
@@ -112,30 +119,8 @@ BAD_BODIES: dict[str, tuple[int, int, bytes]] = {
     # non-flexible versions: int32 and int16 lengths, negative and null ones
     "metadata-v4-topics-int32-max": (3, 4, I32.pack(0x7FFFFFFF)),
     "metadata-v4-topics-minus-2": (3, 4, I32.pack(-2)),
-    "produce-v7-records-int32-max": (
-        0,
-        7,
-        legacy(b"")
-        + I16.pack(1)
-        + I32.pack(1000)
-        + I32.pack(1)
-        + legacy(b"t")
-        + I32.pack(1)
-        + bytes(4)
-        + I32.pack(0x7FFFFFFF),
-    ),
-    "produce-v7-records-minus-2": (
-        0,
-        7,
-        I16.pack(-1)
-        + I16.pack(1)
-        + I32.pack(1000)
-        + I32.pack(1)
-        + legacy(b"t")
-        + I32.pack(1)
-        + bytes(4)
-        + I32.pack(-2),
-    ),
+    "produce-v7-records-int32-max": (0, 7, produce_v7(legacy(b""), 0x7FFFFFFF)),
+    "produce-v7-records-minus-2": (0, 7, produce_v7(I16.pack(-1), -2)),
     "listoffsets-v1-null-non-nullable-topics": (2, 1, I32.pack(1) + I32.pack(-1)),
     "listoffsets-v6-null-non-nullable-topics": (2, 6, I32.pack(1) + b"\x00" + b"\x00" + b"\x00"),
     "findcoordinator-v0-null-key": (10, 0, I16.pack(-1)),
@@ -152,17 +137,26 @@ def child_outcomes(frames: dict[str, bytes]) -> dict[str, str]:
         "frames = json.loads(sys.stdin.read())\n"
         "print(json.dumps({k: outcome(bytes.fromhex(v)) for k, v in frames.items()}))\n"
     )
+    stdout = run_decoder(
+        ["-c", script], input=json.dumps({k: v.hex() for k, v in frames.items()}), timeout=120
+    )
+    return dict(json.loads(stdout))
+
+
+def run_decoder(args: list[str], timeout: float, input: str | None = None) -> str:
+    """Run Python with `args` in a child process from the repository root; its stdout, once
+    it has exited 0."""
     done = subprocess.run(
-        [sys.executable, "-c", script],
-        input=json.dumps({k: v.hex() for k, v in frames.items()}),
+        [sys.executable, *args],
+        input=input,
         capture_output=True,
         text=True,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
+        timeout=timeout,
     )
     assert done.returncode == 0, f"decoder process died ({done.returncode}): {done.stderr[-2000:]}"
-    return dict(json.loads(done.stdout))
+    return done.stdout
 
 
 def test_the_24_byte_metadata_v12_frame_is_rejected_before_kio() -> None:
@@ -206,16 +200,7 @@ def test_guard_ends_where_kio_ends_on_valid_requests(api_key: int, version: int)
 def test_every_length_of_every_api_mutated_decodes_or_is_malformed() -> None:
     """Every API and version in the handler table: boundary values over and before every
     byte of a sample body, and every truncation, decoded in a child process."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.length_sweep"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=300,
-    )
-    assert done.returncode == 0, f"decoder process died ({done.returncode}): {done.stderr[-2000:]}"
-    result = json.loads(done.stdout)
+    result = json.loads(run_decoder(["-m", "tests.support.length_sweep"], timeout=300))
     assert result["unhandled"] == []
     counts = result["counts"]
     assert set(counts) <= {"ok", "guard", "kio"}, counts
