@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_fixtures import FAST_COMMITS, warn_tracebacks
+from e2e_fixtures import running_broker
 from e2e_harness import BrokerProcess, api_versions_roundtrip, create_topic, now_ms
 from e2e_wire import (
     WireClient,
@@ -50,18 +50,15 @@ pytestmark = pytest.mark.timeout(120)
 def bad_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker with small limits for the whole module: a crash in one case fails the
     cases after it too, which is the point (each checks the broker still serves)."""
-    proc = BrokerProcess(
+    with running_broker(
         Path(tmp_path_factory.mktemp("bad-input")) / "data",
-        env={
-            **FAST_COMMITS,
+        {
             "MESSAGE_MAX_BYTES": MESSAGE_MAX_BYTES,
             "SOCKET_REQUEST_MAX_BYTES": REQUEST_MAX_BYTES,
             "AUTO_CREATE_TOPICS_ENABLE": False,
         },
-        name="bad-input",
-    )
-    proc.start()
-    try:
+        "bad-input",
+    ) as proc:
         create_topic(proc.bootstrap, TOPIC, partitions=2)
         create_topic(
             proc.bootstrap,
@@ -70,9 +67,6 @@ def bad_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProce
             configs={"max.message.bytes": str(SMALL_TOPIC_MAX)},
         )
         yield proc
-    finally:
-        proc.close()
-        warn_tracebacks(proc)
 
 
 def still_serves(broker: BrokerProcess) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_fixtures import FAST_COMMITS, warn_tracebacks
+from e2e_fixtures import running_broker
 from e2e_harness import BrokerProcess, create_topic, kafka_admin, wait_until
 from e2e_wire import WireClient, request_class
 from group_clients import (
@@ -58,17 +58,10 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture(scope="module")
 def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker for the module (every test uses its own topic and group ids)."""
-    proc = BrokerProcess(
-        Path(tmp_path_factory.mktemp("groups")) / "data",
-        env={**FAST_COMMITS, **GROUP_ENV},
-        name="groups",
-    )
-    proc.start()
-    try:
+    with running_broker(
+        Path(tmp_path_factory.mktemp("groups")) / "data", GROUP_ENV, "groups"
+    ) as proc:
         yield proc
-    finally:
-        proc.close()
-        warn_tracebacks(proc)
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_fixtures import FAST_COMMITS, warn_tracebacks
+from e2e_fixtures import running_broker
 from e2e_harness import BrokerProcess, create_topic
 from e2e_wire import WireClient, request_class
 from group_clients import (
@@ -229,24 +229,18 @@ class RawMember:
 
 @pytest.fixture(scope="module")
 def bad_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(
+    with running_broker(
         Path(tmp_path_factory.mktemp("groups-bad")) / "data",
-        env={
-            **FAST_COMMITS,
+        {
             "GROUP_INITIAL_REBALANCE_DELAY_MS": 300,
             "GROUP_MIN_SESSION_TIMEOUT_MS": MIN_SESSION_MS,
             "GROUP_MAX_SESSION_TIMEOUT_MS": MAX_SESSION_MS,
         },
-        name="groups-bad",
-    )
-    proc.start()
-    try:
+        "groups-bad",
+    ) as proc:
         create_topic(proc.bootstrap, LIVE_TOPIC, partitions=2)
         create_topic(proc.bootstrap, RAW_TOPIC, partitions=2)
         yield proc
-    finally:
-        proc.close()
-        warn_tracebacks(proc)
 
 
 class LiveGroup:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_fixtures import FAST_COMMITS, BrokerFactory, warn_tracebacks
+from e2e_fixtures import BrokerFactory, running_broker
 from e2e_harness import (
     HOST,
     BrokerProcess,
@@ -165,22 +165,12 @@ def test_huge_create_topics_is_refused_fast(broker: BrokerProcess) -> None:
 
 @pytest.fixture(scope="module")
 def capped_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(
+    with running_broker(
         Path(tmp_path_factory.mktemp("limits")) / "data",
-        env={
-            **FAST_COMMITS,
-            "MAX_PARTITIONS_PER_TOPIC": 50,
-            "MAX_PARTITIONS_PER_REQUEST": 80,
-            "MAX_PARTITIONS": 120,
-        },
-        name="capped",
-    )
-    proc.start()
-    try:
+        {"MAX_PARTITIONS_PER_TOPIC": 50, "MAX_PARTITIONS_PER_REQUEST": 80, "MAX_PARTITIONS": 120},
+        "capped",
+    ) as proc:
         yield proc
-    finally:
-        proc.close()
-        warn_tracebacks(proc)
 
 
 def test_partition_caps_per_topic_request_and_cluster(capped_broker: BrokerProcess) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_fixtures import FAST_COMMITS, warn_tracebacks
+from e2e_fixtures import running_broker
 from e2e_harness import BrokerProcess, create_topic
 from e2e_sweep import (
     INVALID_REQUEST,
@@ -51,19 +51,14 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture(scope="module")
 def null_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker for the module: a case that takes it down fails every case after it."""
-    proc = BrokerProcess(
+    with running_broker(
         Path(tmp_path_factory.mktemp("null-fields")) / "data",
-        env={**FAST_COMMITS, "AUTO_CREATE_TOPICS_ENABLE": False},
-        name="null-fields",
-    )
-    proc.start()
-    try:
+        {"AUTO_CREATE_TOPICS_ENABLE": False},
+        "null-fields",
+    ) as proc:
         create_topic(proc.bootstrap, LIVE_TOPIC, partitions=1)
         create_topic(proc.bootstrap, SWEEP_NAME, partitions=2)
         yield proc
-    finally:
-        proc.close()
-        warn_tracebacks(proc)
 
 
 @pytest.fixture(scope="module")
@@ -273,17 +268,11 @@ SASL_KEYS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     base = Path(tmp_path_factory.mktemp("null-fields-sasl"))
     users = write_users(base / "users.txt")
-    proc = BrokerProcess(
+    with running_broker(
         base / "data",
-        env={
-            **FAST_COMMITS,
-            **listener_env("SASL_PLAINTEXT", None, users),
-            "AUTO_CREATE_TOPICS_ENABLE": False,
-        },
-        name="null-fields-sasl",
-    )
-    proc.start()
-    try:
+        {**listener_env("SASL_PLAINTEXT", None, users), "AUTO_CREATE_TOPICS_ENABLE": False},
+        "null-fields-sasl",
+    ) as proc:
         with WireClient(proc.port) as client:
             login = sasl_plain(SASL_USER, USERS[SASL_USER])
             login(client.sock)
@@ -307,9 +296,6 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
                 ),
             )
         yield proc
-    finally:
-        proc.close()
-        warn_tracebacks(proc)
 
 
 def before_login_problem(outcome: Outcome) -> str | None:
