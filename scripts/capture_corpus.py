@@ -32,7 +32,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,16 +136,24 @@ class RecordingProxy:
 Step = Callable[[], Any]
 
 
+@contextlib.contextmanager
+def _step(client: str, name: str, failures: list[str], trace: bool = True) -> Iterator[None]:
+    """Time one workload step and print how it went; a failure is recorded, not raised."""
+    started = time.monotonic()
+    try:
+        yield
+        print(f"  {client}: {name} ok ({time.monotonic() - started:.1f}s)", flush=True)
+    except Exception as exc:
+        failures.append(f"{client}: {name}: {exc!r}")
+        print(f"  {client}: {name} FAILED: {exc!r}", flush=True)
+        if trace:
+            traceback.print_exc(limit=4)  # this frame, then the 3 the loop printed before
+
+
 def _run_steps(client: str, steps: list[tuple[str, Step]], failures: list[str]) -> None:
     for name, step in steps:
-        started = time.monotonic()
-        try:
+        with _step(client, name, failures):
             step()
-            print(f"  {client}: {name} ok ({time.monotonic() - started:.1f}s)", flush=True)
-        except Exception as exc:
-            failures.append(f"{client}: {name}: {exc!r}")
-            print(f"  {client}: {name} FAILED: {exc!r}", flush=True)
-            traceback.print_exc(limit=3)
 
 
 def kafka_python_workload(
@@ -608,13 +616,8 @@ async def _aiokafka(
         ("delete_topics", lambda: admin.delete_topics([other])),
     ]
     for name, step in steps:
-        started = time.monotonic()
-        try:
+        with _step("aiokafka", name, failures, trace=False):
             await asyncio.wait_for(step(), 40)
-            print(f"  aiokafka: {name} ok ({time.monotonic() - started:.1f}s)", flush=True)
-        except Exception as exc:
-            failures.append(f"aiokafka: {name}: {exc!r}")
-            print(f"  aiokafka: {name} FAILED: {exc!r}", flush=True)
     await admin.close()
 
 

@@ -34,6 +34,14 @@ from tests.faults.harness import (  # noqa: E402
     table,
 )
 from tests.faults.servers import postgres_missing  # noqa: E402
+from tests.support.verdicts import print_verdicts  # noqa: E402
+
+
+def what_broke(result: Result) -> list[str]:
+    broken = result.broken()
+    if result.orphans_unexplained:
+        broken.append(f"orphans not explained by a SIGKILL: {result.orphans_unexplained}")
+    return broken
 
 
 def main() -> int:
@@ -82,17 +90,9 @@ def main() -> int:
             print(f"data dirs and broker logs kept in {root}")
 
     print(table(results))
-    failed = False
-    for result in results:
-        broken = result.broken()
-        if result.orphans_unexplained:
-            broken.append(f"orphans not explained by a SIGKILL: {result.orphans_unexplained}")
-        if broken:
-            failed = True
-            print(f"{result.backend}: BROKEN: {'; '.join(broken)}")
-        else:
-            print(f"{result.backend}: every invariant held")
-    return 1 if failed else 0
+    return print_verdicts(
+        ((result.backend, what_broke(result)) for result in results), "every invariant held"
+    )
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ if str(REPO) not in sys.path:
 
 from tests.fuzz.corpus_io import API_NAMES, load_corpus  # noqa: E402
 from tests.fuzz.harness import Plan, Result, run_listener, table  # noqa: E402
+from tests.support.verdicts import print_verdicts  # noqa: E402
 
 LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT")
 P99_BOUND_MS = 100.0
@@ -97,14 +98,10 @@ def main() -> int:
             print(f"data dirs, broker logs and crash candidates kept in {root}")
     print()
     print(table(results))
-    failed = False
-    for result in results:
-        if broken := verdict(result):
-            failed = True
-            print(f"{result.listener}: BROKEN: {'; '.join(broken)}")
-        else:
-            print(f"{result.listener}: no crash, no unhandled exception, good client served")
-    return 1 if failed else 0
+    return print_verdicts(
+        ((result.listener, verdict(result)) for result in results),
+        "no crash, no unhandled exception, good client served",
+    )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import re
 import socket
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,25 +286,28 @@ def scan_log(text: str) -> tuple[int, dict[str, int]]:
     last traceback), a record that says "request failed" or "Exception", and a traceback
     printed outside any record."""
     kinds: collections.Counter[str] = collections.Counter()
-    head: str | None = None
-    body: list[str] = []
-
-    def flush() -> None:
+    for head, body in _log_records(text):
         if head is None and not body:
-            return
+            continue
         if any(line.startswith(_TRACEBACK) for line in body):
             kinds[_traceback_kind(body)] += 1
         elif head is not None and ("request failed" in head or "Exception" in head):
             kinds[re.sub(r"\d+", "N", head.split(" ", 3)[-1])[:160]] += 1
+    return sum(kinds.values()), dict(kinds)
 
+
+def _log_records(text: str) -> Iterator[tuple[str | None, list[str]]]:
+    """A broker log split into records: each record's first line (None for the lines before
+    the first record) and the lines that follow it. A "=====" line starts a record too."""
+    head: str | None = None
+    body: list[str] = []
     for line in text.splitlines():
         if _RECORD_RE.match(line) or line.startswith("====="):
-            flush()
+            yield head, body
             head, body = line, []
         else:
             body.append(line)
-    flush()
-    return sum(kinds.values()), dict(kinds)
+    yield head, body
 
 
 def _traceback_kind(lines: list[str]) -> str:
@@ -703,23 +706,12 @@ _PEER_RE = re.compile(r"closing \d+\.\d+\.\d+\.\d+:(\d+): ")
 def failed_ports(text: str) -> dict[str, list[int]]:
     """Exception kind -> the peer ports of the connections whose request failed with it."""
     out: dict[str, list[int]] = collections.defaultdict(list)
-    head: str | None = None
-    body: list[str] = []
-
-    def flush() -> None:
+    for head, body in _log_records(text):
         if head is None or not any(line.startswith(_TRACEBACK) for line in body):
-            return
+            continue
         match = _PEER_RE.search(head)
         if match:
             out[_traceback_kind(body)].append(int(match.group(1)))
-
-    for line in text.splitlines():
-        if _RECORD_RE.match(line) or line.startswith("====="):
-            flush()
-            head, body = line, []
-        else:
-            body.append(line)
-    flush()
     return dict(out)
 
 
