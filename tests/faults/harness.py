@@ -26,6 +26,8 @@ import heapq
 import random
 import re
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -79,6 +81,8 @@ class Result:
     dropped_examples: list[str] = field(default_factory=list)
     orphans_after_run: int = 0
     orphans_after_cleanup: int = 0
+    orphans_after_gc: int | None = None
+    """Unknown objects left after `lakelog pipeline gc` (None: GC not run)."""
     orphan_causes: dict[str, int] = field(default_factory=dict)
     orphan_examples: list[str] = field(default_factory=list)
     tracebacks: int = 0
@@ -122,6 +126,8 @@ class Result:
         ]
         if v.acked == 0:
             out.append("nothing was acknowledged")
+        if self.orphans_after_gc:
+            out.append(f"orphans left after GC: {self.orphans_after_gc}")
         out += [f"harness: {e}" for e in self.harness_errors]
         return out
 
@@ -149,7 +155,9 @@ class Result:
             f"dropped connections: {self.dropped}",
             *(f"  {e}" for e in self.dropped_examples),
             f"orphans: {self.orphans_after_run} right after the run, "
-            f"{self.orphans_after_cleanup} after the brokers' own cleanup; causes "
+            f"{self.orphans_after_cleanup} after the brokers' own cleanup, "
+            f"{'-' if self.orphans_after_gc is None else self.orphans_after_gc} after GC; "
+            "causes "
             f"{self.orphan_causes}",
             *(f"  {e}" for e in self.orphan_examples),
             f"broker tracebacks: {self.tracebacks}",
@@ -432,10 +440,36 @@ class FaultRun:
         self.result.orphans_after_cleanup = len(orphans)
         self._classify_orphans(orphans)
         self._scan_logs()
+        if plan.gc_after:
+            self._collect_garbage()
         self.result.seconds = time.monotonic() - started
         return self.result
 
     # -- what is left behind
+    def _collect_garbage(self) -> None:
+        """The pipeline's GC with no grace: every broker is stopped, so every unknown
+        object is an orphan now."""
+        assert self.backend is not None
+        command = [
+            sys.executable,
+            "-m",
+            "lakelog",
+            "pipeline",
+            "gc",
+            "--storage-url",
+            self.backend.storage_url,
+            "--coordinator-url",
+            self.backend.coordinator_url,
+            "--orphan-grace-ms",
+            "0",
+            "--master",
+            "local[2]",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            self.result.harness_errors.append(f"pipeline gc failed: {done.stderr[-2000:]}")
+        self.result.orphans_after_gc = len(self.unknown_objects())
+
     def known_objects(self) -> set[str]:
         return {row[0] for row in self._query("SELECT object_key FROM files", ())}
 
@@ -608,7 +642,7 @@ TABLE_COLUMNS = (
     "gaps",
     "fatal",
     "dropped conns",
-    "orphans run/cleanup (unexplained)",
+    "orphans run/cleanup/gc (unexplained)",
 )
 
 
@@ -633,7 +667,9 @@ def table(results: list[Result]) -> str:
                 str(v.gaps),
                 str(v.fatal),
                 str(r.dropped),
-                f"{r.orphans_after_run}/{r.orphans_after_cleanup} ({r.orphans_unexplained})",
+                f"{r.orphans_after_run}/{r.orphans_after_cleanup}/"
+                f"{'-' if r.orphans_after_gc is None else r.orphans_after_gc} "
+                f"({r.orphans_unexplained})",
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]

@@ -33,6 +33,9 @@ class Plan:
     message_timeout_ms: int = 180_000
     flush_timeout_s: float = 200.0
     seed: int = 0
+    gc_after: bool = False
+    """Run `lakelog pipeline gc` (orphan grace 0) once the brokers are stopped: what a
+    SIGKILL between upload and commit left behind is GC's to remove, and must be gone."""
 
 
 SHORT_PLAN = Plan(
@@ -49,6 +52,7 @@ LONG_PLAN = Plan(
     rate_per_producer=30,
     big_every=40,
     seed=1150,
+    gc_after=True,
 )
 
 
