@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from e2e_harness import BrokerProcess, create_topic, free_port, wait_until
+from e2e_harness import BrokerProcess, create_topic, free_port, wait_topic_known, wait_until
 from e2e_wire import WireClient, produce_errors, produce_v7
 
 from lakelog.protocol.records import read_header, split_batches
@@ -50,6 +50,7 @@ def test_paused_broker_is_fenced_and_its_late_commit_refused(tmp_path: Path) -> 
     ).start()
     try:
         create_topic(healthy.bootstrap, "fenced", 1)
+        wait_topic_known(zombie.port, "fenced")
         batch = build_batch(
             [(b"k", b"only-once")], producer_id=4242, producer_epoch=0, base_sequence=0
         )

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from e2e_harness import BrokerProcess, create_topic, free_port, wait_until
+from e2e_harness import BrokerProcess, create_topic, free_port, wait_topic_known, wait_until
 from e2e_wire import WireClient, list_offsets_v1, produce_errors, request_class
 
 from lakelog.protocol.records import read_header, split_batches
@@ -39,7 +39,10 @@ def _init_producer(client: WireClient) -> tuple[int, int]:
         1,
         m.InitProducerIdRequest(
             transactional_id=TXN_ID,
-            transaction_timeout=datetime.timedelta(milliseconds=1000),
+            # Long enough for the Produce to reach the slow broker's WAL before the
+            # timeout on a busy machine (1 s was not, once in four runs): the abort must
+            # come while that broker is stopped with its commit pending, not before.
+            transaction_timeout=datetime.timedelta(milliseconds=3000),
         ),
     )
     assert int(response.error_code) == 0, response
@@ -135,6 +138,9 @@ def test_late_transactional_batch_after_timeout_abort_is_refused(tmp_path: Path)
     try:
         topic = "late"
         create_topic(healthy.bootstrap, topic, 1)
+        # Known to the slow broker before the transaction's clock starts (a raw Produce
+        # answered UNKNOWN_TOPIC_OR_PARTITION failed this test once in three runs).
+        wait_topic_known(slow.port, topic)
         with WireClient(healthy.port) as client:
             pid, epoch = _init_producer(client)
             _add_partition(client, topic, pid, epoch)
@@ -154,7 +160,7 @@ def test_late_transactional_batch_after_timeout_abort_is_refused(tmp_path: Path)
         before = set(slow.wal_objects())
         sender = threading.Thread(target=produce_to_slow)
         sender.start()
-        wait_until(lambda: set(slow.wal_objects()) - before, 10, "the slow broker's upload")
+        wait_until(lambda: set(slow.wal_objects()) - before, 30, "the slow broker's upload")
         assert slow.proc is not None
         os.kill(slow.proc.pid, signal.SIGSTOP)
         try:

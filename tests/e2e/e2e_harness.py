@@ -406,6 +406,21 @@ def create_topic(
         admin.close()
 
 
+def wait_topic_known(port: int, name: str, timeout: float = 15.0) -> None:
+    """Wait until the broker on `port` itself (a raw Metadata for all topics: a client
+    library may ask another broker) names the topic: one created through another broker
+    shows up there within its topic cache's refresh, and a raw Produce before that gets
+    UNKNOWN_TOPIC_OR_PARTITION, which only clients retry."""
+    from e2e_wire import WireClient, metadata_v1
+
+    def known() -> bool:
+        with WireClient(port) as client:
+            response = client.request(3, 1, metadata_v1(None))
+        return any(t.name == name for t in response.topics)
+
+    wait_until(known, timeout, f"the broker on port {port} to know topic {name}")
+
+
 @contextlib.contextmanager
 def kafka_admin(bootstrap: str) -> Iterator[object]:
     from kafka.admin import KafkaAdminClient
