@@ -255,8 +255,24 @@ class AdminClient:
         timeout: float = 30.0,
         security: ClientSecurity | None = None,
     ) -> AdminClient:
-        """`security`: TLS and/or SASL (after ApiVersions, as Kafka clients do)."""
-        address = bootstrap.split(",")[0].strip()
+        """`bootstrap`: HOST:PORT[,HOST:PORT...], tried in turn until one answers.
+        `security`: TLS and/or SASL (after ApiVersions, as Kafka clients do)."""
+        addresses = [entry.strip() for entry in bootstrap.split(",") if entry.strip()]
+        if not addresses:
+            raise ValueError("empty bootstrap server list")
+        last: BaseException | None = None
+        for address in addresses:
+            try:
+                return await cls._connect_one(address, client_id, timeout, security)
+            except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    @classmethod
+    async def _connect_one(
+        cls, address: str, client_id: str, timeout: float, security: ClientSecurity | None
+    ) -> AdminClient:
         host, port = split_host_port(address)
         tls = security.ssl_context if security is not None else None
         reader, writer = await asyncio.wait_for(

@@ -6,11 +6,13 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 from typing import Annotated, Any
 
 import typer
 
 from lakelog.cli_cluster import cluster_app
+from lakelog.cli_common import run_cli, set_debug
 from lakelog.cli_cost import cost_app
 from lakelog.cli_groups import groups_app
 from lakelog.cli_mirror import mirror_app
@@ -23,7 +25,31 @@ app = typer.Typer(
     help="Lakelog: a diskless, Kafka-compatible streaming log.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"lakelog {version('lakelog')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Print a traceback when a command fails.")
+    ] = False,
+) -> None:
+    """Lakelog: a diskless, Kafka-compatible streaming log."""
+    set_debug(debug)
+
 
 app.add_typer(topics_app, name="topics", help="Create, list, describe and delete topics.")
 app.add_typer(
@@ -127,7 +153,7 @@ def serve(
 
 
 def main() -> None:
-    app()
+    sys.exit(run_cli(app))
 
 
 if __name__ == "__main__":
