@@ -12,11 +12,16 @@ from typing import Annotated, Any
 import typer
 
 from lakelog.cli_cluster import cluster_app
-from lakelog.cli_common import run_cli, set_debug
+from lakelog.cli_common import UserError, describe, run_cli, set_debug
 from lakelog.cli_cost import cost_app
 from lakelog.cli_groups import groups_app
 from lakelog.cli_mirror import mirror_app
-from lakelog.cli_options import CoordinatorUrlOption, DataDirOption, StorageUrlOption
+from lakelog.cli_options import (
+    CoordinatorUrlOption,
+    DataDirOption,
+    StorageUrlOption,
+    build_settings,
+)
 from lakelog.cli_topics import topics_app
 from lakelog.config import Settings
 from lakelog.pipeline.cli import pipeline_app
@@ -73,11 +78,54 @@ app.add_typer(
 )
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(value: str) -> str:
+    level = value.strip().upper()
+    if level == "WARN":
+        level = "WARNING"
+    if level not in LOG_LEVELS:
+        raise UserError(f"unknown --log-level {value!r}: use one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
 def _configure_logging(level: str) -> None:
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
+        level=getattr(logging, level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+
+
+def rack_list(rack: str | None, brokers: int) -> list[str | None]:
+    """Each broker's rack from `--rack`: one zone for all, or a comma list of exactly one
+    zone per broker (broker i gets the i-th)."""
+    if rack is None or "," not in rack:
+        return [rack] * brokers
+    zones = [zone.strip() for zone in rack.split(",")]
+    if any(not zone for zone in zones):
+        raise UserError(f"--rack {rack!r} has an empty zone")
+    if brokers == 1:
+        raise UserError(
+            f"--rack {rack!r} names {len(zones)} zones for one broker: give one zone, "
+            f"or start {len(zones)} with --brokers {len(zones)}"
+        )
+    if len(zones) != brokers:
+        raise UserError(
+            f"--rack {rack!r} names {len(zones)} zones for --brokers {brokers}: "
+            "give one zone for all, or exactly one per broker"
+        )
+    return list(zones)
+
+
+def _check_before_start(settings: Settings, brokers: int) -> None:
+    """Everything that would make a broker fail at start, checked before anything is
+    created: ports, directories, the coordinator's database."""
+    from lakelog import preflight
+
+    preflight.check_ports(settings, brokers)
+    preflight.check_local_paths(settings)
+    preflight.check_postgres(settings.resolved_coordinator_url)
 
 
 async def _serve(settings: Settings) -> None:
@@ -87,11 +135,20 @@ async def _serve(settings: Settings) -> None:
     from lakelog.runtime import tune_gc
 
     broker = Broker(settings)
-    await broker.start()
+    try:
+        await broker.start()
+    except OSError as exc:  # a port taken since the check, a directory gone...
+        raise UserError(f"cannot start the broker: {describe(exc)}") from exc
     tune_gc()
     metrics_server = None
     if settings.metrics_listen:
-        metrics_server = await start_metrics_server(settings.metrics_listen)
+        try:
+            metrics_server = await start_metrics_server(settings.metrics_listen)
+        except OSError as exc:
+            await broker.stop()
+            raise UserError(
+                f"cannot listen on {settings.metrics_listen} (--metrics-listen): {describe(exc)}"
+            ) from exc
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -108,19 +165,29 @@ def serve(
     data_dir: DataDirOption = None,
     advertised: Annotated[str | None, typer.Option(help="HOST:PORT clients connect to.")] = None,
     broker_id: Annotated[int | None, typer.Option(help="This broker's id.")] = None,
-    rack: Annotated[str | None, typer.Option(help="Availability zone of this broker.")] = None,
+    rack: Annotated[
+        str | None,
+        typer.Option(
+            help="Availability zone of this broker; with --brokers N, one zone for all or "
+            "a comma list of N zones (broker i gets the i-th)."
+        ),
+    ] = None,
     storage_url: StorageUrlOption = None,
     coordinator_url: CoordinatorUrlOption = None,
     metrics_listen: Annotated[str | None, typer.Option(help="HOST:PORT for /metrics.")] = None,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_level: Annotated[
+        str, typer.Option(help="Logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")
+    ] = "INFO",
     brokers: Annotated[
         int,
         typer.Option(
             help="Start N broker processes (ids and ports counted up from the given ones).",
+            min=1,
         ),
     ] = 1,
 ) -> None:
     """Run a broker. Flags override env LAKELOG_* which override lakelog.toml."""
+    level = _log_level(log_level)
     given: dict[str, Any] = {
         "listen": listen,
         "data_dir": data_dir,
@@ -131,7 +198,9 @@ def serve(
         "coordinator_url": coordinator_url,
         "metrics_listen": metrics_listen,
     }
-    settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    settings = build_settings(**given)
+    racks = rack_list(settings.rack, brokers)
+    _check_before_start(settings, brokers)
     if brokers > 1:
         from lakelog.supervisor import run_brokers
 
@@ -139,10 +208,10 @@ def serve(
             **given,
             "listen": settings.listen,
             "data_dir": settings.data_dir,
-            "log_level": log_level,
+            "log_level": level,
         }
-        raise typer.Exit(run_brokers(brokers, flags))
-    _configure_logging(log_level)
+        raise typer.Exit(run_brokers(brokers, flags, racks))
+    _configure_logging(level)
     os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", "4294967296")
     try:
         import uvloop

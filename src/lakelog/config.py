@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
+import os
 import socket
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from pydantic import ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -13,6 +19,13 @@ from pydantic_settings import (
 )
 
 MiB = 1024 * 1024
+TOML_FILE = "lakelog.toml"
+STORAGE_SCHEMES = ("file", "memory", "s3", "s3a", "gs", "az", "abfs", "abfss", "azure")
+COORDINATOR_SCHEMES = ("sqlite", "postgresql", "postgres")
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used, named with where it came from (one line)."""
 
 
 def split_host_port(value: str, default_port: int = 9092) -> tuple[str, int]:
@@ -20,6 +33,57 @@ def split_host_port(value: str, default_port: int = 9092) -> tuple[str, int]:
     if not sep:
         return value, default_port
     return host.strip("[]"), int(port)
+
+
+def check_host_port(value: str) -> str:
+    """`value` if it is HOST:PORT with a port in 0..65535 (HOST may be empty: every
+    interface), else ValueError."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{value!r} is not HOST:PORT (a port is a number 0-65535)")
+    if host.startswith("[") != host.endswith("]"):
+        raise ValueError(f"{value!r} is not HOST:PORT (unbalanced brackets)")
+    return value
+
+
+def redacted(url: str) -> str:
+    """`url` without its query string and with any password masked, for messages."""
+    base = url.split("?", 1)[0]
+    scheme, sep, rest = base.partition("://")
+    userinfo, at, host = rest.partition("@")
+    if sep and at and ":" in userinfo:
+        return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
+    return base
+
+
+def check_storage_url(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in STORAGE_SCHEMES:
+        raise ValueError(
+            f"unsupported storage URL {redacted(url)!r}: use file:///abs/dir, memory://, "
+            "s3://bucket/prefix, gs://... or az://..."
+        )
+    if scheme.lower() == "file":
+        path = rest.split("?", 1)[0]
+        if path.startswith("localhost/"):
+            path = path[len("localhost") :]
+        if not path.startswith("/") or not path.strip("/"):
+            raise ValueError(
+                f"file:// storage URL must name an absolute directory: {redacted(url)!r}"
+            )
+    return url
+
+
+def check_coordinator_url(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in COORDINATOR_SCHEMES:
+        raise ValueError(
+            f"unsupported coordinator URL {redacted(url)!r}: use sqlite:///abs/path.sqlite3 or "
+            "postgresql://user@host:port/db"
+        )
+    if scheme == "sqlite" and (not rest.startswith("/") or not rest.strip("/")):
+        raise ValueError(f"sqlite coordinator URL must name an absolute file: {redacted(url)!r}")
+    return url
 
 
 def parse_ip_overrides(value: str) -> dict[str, int]:
@@ -172,6 +236,12 @@ class Settings(BaseSettings):
     partition) this long, so clients keep its connection and their requests in flight
     there end by answer or timeout instead of being resent elsewhere (a duplicate when
     it had committed them). Longer than clients' request timeouts (30 s by default)."""
+    broker_zone_failover_ms: int = 6_000
+    """Fast zone failover: a broker stops serving its zone's clients (they are sent to the
+    other zones' brokers) once its last heartbeat is this old, or 1.5 heartbeat intervals
+    old while its advertised port refuses connections (a crashed process; checked by a
+    connect probe, kept 1 s). It serves its zone again with its next heartbeat. Only zone
+    routing: fencing still waits for `broker_session_timeout_ms`. 0 turns it off."""
 
     # pipeline (`lakelog pipeline` jobs)
     gc_orphan_grace_ms: int = 3_600_000
@@ -228,6 +298,39 @@ class Settings(BaseSettings):
     """Fault injection for tests only: each Produce waits a random 0..this long before
     it validates its batches, as a slow lookup would (order must hold all the same)."""
 
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        return check_host_port(value)
+
+    @field_validator("advertised", "metrics_listen")
+    @classmethod
+    def _optional_address(cls, value: str | None) -> str | None:
+        return None if value is None else check_host_port(value)
+
+    @field_validator("storage_url")
+    @classmethod
+    def _storage_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_storage_url(value)
+
+    @field_validator("coordinator_url")
+    @classmethod
+    def _coordinator_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_coordinator_url(value)
+
+    @field_validator("broker_id")
+    @classmethod
+    def _broker_id(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("a broker id is 0 or more")
+        return value
+
+    @field_validator("max_connections_per_ip_overrides")
+    @classmethod
+    def _overrides(cls, value: str) -> str:
+        parse_ip_overrides(value)
+        return value
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -267,3 +370,58 @@ class Settings(BaseSettings):
         if self.coordinator_url:
             return self.coordinator_url
         return "sqlite:///" + str(self.data_dir.resolve() / "coordinator.sqlite3")
+
+
+def load_settings(
+    given: Mapping[str, Any], flag_names: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings from `given` (the flags that were given), env LAKELOG_* and lakelog.toml.
+
+    A misspelt key in lakelog.toml, a file that is not TOML, or a value that does not
+    validate raises `SettingsError` with one line naming the setting and where it came
+    from (`lakelog.toml`, `LAKELOG_X` or the flag in `flag_names`, default `--name`)."""
+    _check_toml_keys(Path(TOML_FILE))
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        raise SettingsError(_describe_validation(exc, given, flag_names or {})) from exc
+
+
+def _check_toml_keys(path: Path) -> None:
+    if not path.is_file():
+        return
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"cannot read {path}: {exc}") from exc
+    known = list(Settings.model_fields)
+    for key in data:
+        if key not in Settings.model_fields:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SettingsError(f"unknown setting {key!r} in {path}{hint}")
+
+
+def _describe_validation(
+    exc: ValidationError, given: Mapping[str, Any], flag_names: Mapping[str, str]
+) -> str:
+    error = exc.errors()[0]
+    name = str(error["loc"][0]) if error["loc"] else "?"
+    reason = str(error["msg"]).removeprefix("Value error, ")
+    value = error.get("input")
+    secret = name in ("storage_url", "coordinator_url") or "password" in name
+    shown = repr(str(value))
+    if value is not None and not isinstance(value, dict) and not secret and shown not in reason:
+        reason += f" (got {shown})"
+    return f"invalid setting {name} (from {_source_of(name, given, flag_names)}): {reason}"
+
+
+def _source_of(name: str, given: Mapping[str, Any], flag_names: Mapping[str, str]) -> str:
+    if name in given:
+        return flag_names.get(name, "--" + name.replace("_", "-"))
+    env_name = f"LAKELOG_{name}".upper()
+    if any(key.upper() == env_name for key in os.environ):
+        return env_name
+    if Path(TOML_FILE).is_file():
+        return TOML_FILE
+    return "defaults"

@@ -1,6 +1,7 @@
 """`lakelog serve --brokers N`: N broker processes on one host sharing one data dir (or one
-coordinator and store), so a host uses all its cores. Broker i gets id base+i and ports
-base+i; the supervisor forwards SIGTERM/SIGINT and exits when all children have."""
+coordinator and store), so a host uses all its cores. Broker i gets id base+i, ports base+i
+and the i-th zone of a comma list of racks; the supervisor forwards SIGTERM/SIGINT and
+exits when all children have."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from lakelog.config import split_host_port
 
@@ -21,8 +22,11 @@ def _shift(address: str | None, offset: int) -> str | None:
     return f"{host}:{port + offset}"
 
 
-def child_args(index: int, flags: Mapping[str, object]) -> list[str]:
-    """The `lakelog serve` arguments of broker `index` (0-based)."""
+def child_args(
+    index: int, flags: Mapping[str, object], racks: Sequence[str | None] | None = None
+) -> list[str]:
+    """The `lakelog serve` arguments of broker `index` (0-based); `racks[index]` is its
+    rack when given."""
     args = [sys.executable, "-m", "lakelog", "serve"]
     shifted = {
         "listen": _shift(str(flags["listen"]), index),
@@ -30,6 +34,8 @@ def child_args(index: int, flags: Mapping[str, object]) -> list[str]:
         "metrics_listen": _shift(flags.get("metrics_listen"), index),  # type: ignore[arg-type]
         "broker_id": int(flags.get("broker_id") or 0) + index,  # type: ignore[call-overload]
     }
+    if racks is not None:
+        shifted["rack"] = racks[index]
     merged = {**flags, **shifted}
     for name, value in merged.items():
         if value is None:
@@ -38,8 +44,10 @@ def child_args(index: int, flags: Mapping[str, object]) -> list[str]:
     return args
 
 
-def run_brokers(count: int, flags: Mapping[str, object]) -> int:
-    children = [subprocess.Popen(child_args(i, flags)) for i in range(count)]
+def run_brokers(
+    count: int, flags: Mapping[str, object], racks: Sequence[str | None] | None = None
+) -> int:
+    children = [subprocess.Popen(child_args(i, flags, racks)) for i in range(count)]
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:
