@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from kio.serial.errors import OutOfBoundValue
@@ -43,7 +43,9 @@ class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def __call__(self, frame: memoryview, peer: str, turn: Turn) -> Awaitable[Buffers | None]:
+    def __call__(
+        self, frame: memoryview, peer: str, turn: Turn
+    ) -> Coroutine[Any, Any, Buffers | None]:
         # The epoch is taken now, as the frame is read: a request read before this broker
         # was fenced must not commit under the epoch it takes afterwards.
         return self._guarded(frame, peer, turn, self._broker.broker_epoch)

@@ -30,7 +30,7 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from lakelog import metrics
@@ -107,7 +107,7 @@ class Turn:
             self._passed.set_result(None)
 
 
-Dispatch = Callable[[memoryview, str, Turn], Awaitable[Buffers | None]]
+Dispatch = Callable[[memoryview, str, Turn], Coroutine[Any, Any, Buffers | None]]
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -133,6 +133,9 @@ class Connection(asyncio.BufferedProtocol):
         """A growth waiting for the budget (0: not waiting)."""
         self._waited_since = 0.0
         self._pending: deque[tuple[asyncio.Future[Buffers | None], int]] = deque()
+        self._unstarted: deque[tuple[Coroutine[Any, Any, Buffers | None], int]] = deque()
+        """Requests read but not yet started: `_pump` starts them one loop turn apart."""
+        self._pumping = False
         self._pending_bytes = 0
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
@@ -181,6 +184,7 @@ class Connection(asyncio.BufferedProtocol):
         # Nobody will read the answers: stop the work (long polls above all).
         for task, _ in self._pending:
             task.cancel()
+        self._drop_unstarted()
         self._server.connections.discard(self)
         self._server.release(self._ip)
         metrics.connections.dec()
@@ -261,10 +265,37 @@ class Connection(asyncio.BufferedProtocol):
         if self._sasl is not None and not self._sasl.authenticated:
             self._unauthenticated(memoryview(frame))
             return
-        task = asyncio.get_running_loop().create_task(
-            self._server.dispatch(memoryview(frame), self._peer, self._next_turn())
-        )
-        self._queue(task, len(frame))
+        # The request is bound now (its turn, the broker epoch), started by the pump.
+        work = self._server.dispatch(memoryview(frame), self._peer, self._next_turn())
+        self._unstarted.append((work, len(frame)))
+        self._pending_bytes += len(frame)
+        if not self._pumping:
+            self._pumping = True
+            asyncio.get_running_loop().call_soon(self._pump)
+        self._pause_if_full()
+
+    def _pump(self) -> None:
+        """Start this connection's next request, and come back for the one after only on
+        a later turn of the loop.
+
+        Fairness between connections, as Kafka gets it from handling one request per
+        connection at a time: a client that pipelines many requests (or a flood of bad
+        ones) gets one request started per turn of the loop, like every other connection,
+        instead of putting all of them in the loop's queue ahead of everyone else's. The
+        order of a connection's requests is kept by their turns, as before."""
+        if self._closing or not self._unstarted:
+            self._pumping = False
+            return
+        work, size = self._unstarted.popleft()
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(work)
+        self._server.track(task)
+        self._pending.append((task, size))
+        self._wakeup.set()
+        if self._unstarted:
+            loop.call_soon(self._pump)  # after the task's first step, in the loop's order
+        else:
+            self._pumping = False
 
     def _next_turn(self) -> Turn:
         passed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -307,12 +338,20 @@ class Connection(asyncio.BufferedProtocol):
         self._pending.append((task, size))
         self._pending_bytes += size
         self._wakeup.set()
+        self._pause_if_full()
+
+    def _pause_if_full(self) -> None:
         if not self._paused and (
-            len(self._pending) >= self._server.max_inflight
+            len(self._pending) + len(self._unstarted) >= self._server.max_inflight
             or self._pending_bytes >= self._server.max_inflight_bytes
         ):
             self._transport.pause_reading()  # type: ignore[union-attr]
             self._paused = True
+
+    def _drop_unstarted(self) -> None:
+        while self._unstarted:
+            work, _ = self._unstarted.popleft()
+            work.close()
 
     def eof_received(self) -> bool | None:
         return None
@@ -325,7 +364,7 @@ class Connection(asyncio.BufferedProtocol):
             while not self._pending:
                 if self._closing:
                     return
-                if self._retiring:
+                if self._retiring and not self._unstarted:
                     self._finish_retiring()
                     return
                 self._wakeup.clear()
@@ -353,7 +392,7 @@ class Connection(asyncio.BufferedProtocol):
                 and not self._server.stopping
                 and not self._retiring
                 and (
-                    len(self._pending) <= self._server.max_inflight // 2
+                    len(self._pending) + len(self._unstarted) <= self._server.max_inflight // 2
                     and self._pending_bytes <= self._server.max_inflight_bytes // 2
                 )
             ):
@@ -376,7 +415,7 @@ class Connection(asyncio.BufferedProtocol):
 
     @property
     def has_pending(self) -> bool:
-        return bool(self._pending) and not self._closing
+        return bool(self._pending or self._unstarted) and not self._closing
 
     def stop_reading(self) -> None:
         if self._transport is not None and not self._paused and not self._closing:
@@ -410,6 +449,7 @@ class Connection(asyncio.BufferedProtocol):
         self._closing = True
         for task, _ in self._pending:
             task.cancel()
+        self._drop_unstarted()
         self._wakeup.set()
         if self._transport is not None:
             if abort:
@@ -441,7 +481,7 @@ class Connection(asyncio.BufferedProtocol):
                 )
             return None
         if now - max(self._started, self._answered) >= server.idle_timeout_s:
-            if any(not task.done() for task, _ in self._pending):
+            if self._unstarted or any(not task.done() for task, _ in self._pending):
                 return None
             # Normal for clients that went quiet (Kafka closes them too, quietly).
             return logging.INFO, (
