@@ -5,7 +5,7 @@ The model is in `lakelog.cost`; this module only scrapes, validates flags and pr
 
 from __future__ import annotations
 
-import json
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -15,10 +15,20 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from lakelog import cost
+from lakelog.admin_client import AdminClient, KafkaError
+from lakelog.cli_common import (
+    BootstrapOption,
+    UserError,
+    bootstrap_of,
+    print_json,
+    print_table,
+    run_admin,
+    run_cli,
+    say,
+    waiting,
+)
 from lakelog.cost import LineItem, Prices, Projection, Usage
 
 cost_app = typer.Typer(
@@ -29,6 +39,8 @@ cost_app = typer.Typer(
 
 DEFAULT_WINDOW_S = 60.0
 SCRAPE_TIMEOUT_S = 10.0
+METRICS_LISTEN = "lakelog.metrics.listen"
+"""The broker config (DescribeConfigs, read-only) naming where a broker serves /metrics."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +66,8 @@ def scrape(url: str) -> Scrape:
         with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
             text = response.read().decode()
     except (OSError, urllib.error.URLError, ValueError) as exc:
-        raise RuntimeError(f"cannot scrape {url}: {exc}") from exc
+        reason = getattr(exc, "reason", None) or exc
+        raise UserError(f"cannot scrape {url}: {reason}") from exc
     return Scrape(url, text, (started + time.monotonic()) / 2, time.time())
 
 
@@ -66,9 +79,11 @@ def scrape_all(urls: list[str]) -> list[Scrape]:
 
 def observe_window(urls: list[str], window_s: float) -> tuple[Usage, dict[str, float]]:
     """Rates from two scrapes `window_s` apart, each broker timed on its own clock."""
-    first = scrape_all(urls)
-    time.sleep(window_s)
-    second = scrape_all(urls)
+    with waiting(f"Scraping {len(urls)} broker(s)"):
+        first = scrape_all(urls)
+    countdown(window_s, f"Observing {len(urls)} broker(s)")
+    with waiting(f"Scraping {len(urls)} broker(s) again"):
+        second = scrape_all(urls)
     usages, seconds = [], {}
     for a, b in zip(first, second, strict=True):
         elapsed = b.monotonic - a.monotonic
@@ -78,18 +93,67 @@ def observe_window(urls: list[str], window_s: float) -> tuple[Usage, dict[str, f
     return cost.sum_usage(usages), seconds
 
 
+def countdown(seconds: float, what: str) -> None:
+    """Sleep `seconds`; on a terminal, a spinner shows the seconds left."""
+    if not sys.stderr.isatty():
+        time.sleep(seconds)
+        return
+    from rich.console import Console
+
+    deadline = time.monotonic() + seconds
+    with Console(stderr=True).status(what) as status:
+        while (left := deadline - time.monotonic()) > 0:
+            status.update(f"{what}: second scrape in {left:.0f} s")
+            time.sleep(min(1.0, left))
+
+
+def discover_metrics(bootstrap: str) -> list[str]:
+    """The /metrics URL of every broker of the cluster, from each broker's
+    `lakelog.metrics.listen` config (a wildcard host becomes the broker's own host)."""
+
+    async def action(client: AdminClient) -> list[str]:
+        urls: list[str] = []
+        silent: list[str] = []
+        for node in await client.brokers():
+            try:
+                configs = {c.name: c.value for c in await client.describe_broker_configs(node)}
+            except (KafkaError, OSError, TimeoutError) as exc:
+                raise UserError(f"broker {node.node_id} ({node.address}): {exc}") from exc
+            listen = configs.get(METRICS_LISTEN)
+            if not listen:
+                silent.append(f"{node.node_id} ({node.address})")
+                continue
+            host, _, port = listen.rpartition(":")
+            if host in ("", "0.0.0.0", "::", "[::]"):
+                host = node.host
+            url = metrics_url(f"{host}:{port}")
+            if url not in urls:  # brokers of one process may share one endpoint
+                urls.append(url)
+        if silent:
+            raise UserError(
+                f"broker(s) {', '.join(silent)} serve no /metrics (start them with "
+                "--metrics-listen) or are not Lakelog; name the URLs with --metrics"
+            )
+        return urls
+
+    with waiting(f"Asking {bootstrap} for the brokers' /metrics addresses"):
+        return run_admin(bootstrap, action)
+
+
 def observe_since_start(
     urls: list[str],
     uptime_s: float | None,
 ) -> tuple[Usage, dict[str, float]]:
     """Rates from one scrape: counters are totals since each broker started."""
     usages, seconds = [], {}
-    for one in scrape_all(urls):
+    with waiting(f"Scraping {len(urls)} broker(s)"):
+        scraped = scrape_all(urls)
+    for one in scraped:
         elapsed = uptime_s
         if elapsed is None:
             started = cost.started_at(one.text)
             if started is None:
-                raise RuntimeError(
+                raise UserError(
                     f"{one.url} does not expose lakelog_bytes_in_created; give --uptime-seconds"
                 )
             elapsed = one.wall - started
@@ -122,54 +186,36 @@ def _unit_price(item: LineItem) -> str:
     return f"${item.unit_price:g} / {per}"
 
 
-def _table(title: str, items: tuple[LineItem, ...], total: float) -> Table:
-    table = Table(
-        "Line item",
-        "Monthly quantity",
-        "Unit price",
-        "Monthly USD",
-        title=title,
-        title_justify="left",
-        show_footer=True,
-    )
-    for item in items:
-        table.add_row(item.item, _quantity(item), _unit_price(item), _usd(item.usd))
-    table.columns[0].footer = "Total"
-    table.columns[3].footer = _usd(total)
-    for column in table.columns[1:]:
-        column.justify = "right"
-    return table
+def _table(title: str, items: tuple[LineItem, ...], total: float) -> None:
+    rows: list[list[object]] = [
+        [item.item, _quantity(item), _unit_price(item), _usd(item.usd)] for item in items
+    ]
+    rows.append(["Total", "", "", _usd(total)])
+    print_table(["Line item", "Monthly quantity", "Unit price", "Monthly USD"], rows, title=title)
 
 
-def print_report(
-    console: Console, usage: Usage, seconds: dict[str, float], projection: Projection
-) -> None:
+def print_report(usage: Usage, seconds: dict[str, float], projection: Projection) -> None:
     mib = 1 << 20
-    console.print(
+    say(
         f"Observed {len(seconds)} broker(s) over "
         f"{', '.join(f'{s:,.1f} s' for s in seconds.values())}: "
         f"{usage.bytes_in / mib:,.3f} MiB/s in, {usage.bytes_out / mib:,.3f} MiB/s "
         f"out, {usage.object_put_bytes / mib:,.3f} MiB/s written to the store."
     )
-    console.print(
-        _table("Lakelog, projected 30-day month", projection.lakelog, projection.lakelog_usd)
-    )
-    console.print(
-        _table(
-            "Classic Kafka (RF=3, 3 zones), cross-zone transfer only",
-            projection.classic,
-            projection.classic_usd,
-        )
+    _table("Lakelog, projected 30-day month", projection.lakelog, projection.lakelog_usd)
+    _table(
+        "Classic Kafka (RF=3, 3 zones), cross-zone transfer only",
+        projection.classic,
+        projection.classic_usd,
     )
     lakelog_cross = sum(i.usd for i in projection.lakelog if i.key == "cross_zone")
-    console.print(
+    say(
         f"Cross-zone transfer: Lakelog {_usd(lakelog_cross)} vs classic Kafka "
         f"{_usd(projection.classic_usd)} a month; Lakelog's object-store requests "
-        f"and storage add {_usd(projection.lakelog_usd - lakelog_cross)}.",
-        highlight=False,
+        f"and storage add {_usd(projection.lakelog_usd - lakelog_cross)}."
     )
     for note in projection.notes:
-        console.print(f"- {note}", highlight=False)
+        say(f"- {note}")
 
 
 def report_dict(
@@ -200,7 +246,8 @@ def cost_command(
         list[str] | None,
         typer.Option(
             "--metrics",
-            help="A broker's /metrics URL (or HOST:PORT); repeat for each broker.",
+            help="A broker's /metrics URL (or HOST:PORT); repeat for each broker. "
+            "Default: every broker's, asked of the cluster at --bootstrap-server.",
         ),
     ] = None,
     window_seconds: Annotated[
@@ -244,6 +291,7 @@ def cost_command(
             help="Print the price table (defaults, or --prices) as TOML and exit.",
         ),
     ] = False,
+    bootstrap_server: BootstrapOption = None,
 ) -> None:
     """Project a 30-day month of object-store, storage and cross-zone costs from the
     brokers' counters, next to classic Kafka's cross-zone bill for the same traffic."""
@@ -251,8 +299,10 @@ def cost_command(
     if print_prices:
         typer.echo(cost.prices_to_toml(prices), nl=False)
         return
-    if not metrics:
-        raise typer.BadParameter("give at least one broker", param_hint="--metrics")
+    if metrics and bootstrap_server:
+        raise typer.BadParameter(
+            "use either --metrics or --bootstrap-server", param_hint="--metrics"
+        )
     if since_start and window_seconds is not None:
         raise typer.BadParameter(
             "use either --since-start or --window-seconds", param_hint="--window-seconds"
@@ -266,26 +316,24 @@ def cost_command(
         raise typer.BadParameter("must be positive", param_hint="--window-seconds")
     if not retention_days > 0 or retention_days == float("inf"):
         raise typer.BadParameter("must be a positive number of days", param_hint="--retention-days")
-    urls = [metrics_url(m) for m in metrics]
+    if metrics:
+        urls = [metrics_url(m) for m in metrics]
+    else:
+        urls = discover_metrics(bootstrap_of(None, bootstrap_server))
     try:
         if since_start:
             usage, seconds = observe_since_start(urls, uptime_seconds)
         else:
             usage, seconds = observe_window(urls, window)
-    except (RuntimeError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+    except ValueError as exc:
+        raise UserError(exc) from exc
     projection = cost.project(usage, prices, retention_days)
     if as_json:
         mode = "since_start" if since_start else "window"
-        typer.echo(
-            json.dumps(
-                report_dict(mode, seconds, usage, prices, retention_days, projection), indent=2
-            )
-        )
+        print_json(report_dict(mode, seconds, usage, prices, retention_days, projection))
         return
-    print_report(Console(), usage, seconds, projection)
+    print_report(usage, seconds, projection)
 
 
 if __name__ == "__main__":
-    cost_app()
+    raise SystemExit(run_cli(cost_app))

@@ -4,15 +4,11 @@ cluster, or Apache Kafka). Group requests go to the group's coordinator."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from lakelog.admin_client import (
     EARLIEST,
@@ -23,9 +19,23 @@ from lakelog.admin_client import (
     ListedGroup,
     TopicPartition,
 )
+from lakelog.cli_common import (
+    BootstrapOption,
+    UserError,
+    bootstrap_of,
+    group_callback,
+    print_json,
+    print_table,
+    run_admin,
+    run_cli,
+    say,
+    waiting,
+    warn,
+)
 from lakelog.errors import ErrorCode
 from lakelog.group_offsets import (
     INACTIVE_STATES,
+    KNOWN_STATES,
     OffsetRow,
     PartitionOffsets,
     PlanError,
@@ -45,12 +55,9 @@ T = TypeVar("T")
 groups_app = typer.Typer(
     help="List, describe and delete consumer groups; reset their offsets.", no_args_is_help=True
 )
-console = Console()
-errors = Console(stderr=True)
+groups_app.callback()(group_callback)
 
-Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="A broker's HOST:PORT.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 MEMBER_GONE = frozenset(
     {
         ErrorCode.unknown_member_id,
@@ -76,37 +83,35 @@ class GroupMissingError(Exception):
         super().__init__(f"Consumer group '{group_id}' does not exist.")
 
 
-def _fail(message: object) -> typer.Exit:
-    errors.print(f"[red]Error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(1)
-
-
-def _run(bootstrap: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
-    async def main() -> T:
-        async with await AdminClient.connect(bootstrap) as client:
-            return await action(client)
-
+def _admin(
+    ctx: typer.Context,
+    given: str | None,
+    action: Callable[[AdminClient], Awaitable[T]],
+    doing: str,
+) -> T:
+    """run_admin, with the group tool's own refusals as one-line user errors."""
     try:
-        return asyncio.run(main())
-    except (KafkaError, PlanError, GroupActiveError, GroupMissingError) as exc:
-        raise _fail(exc) from exc
-    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-        raise _fail(f"cannot reach {bootstrap}: {exc}") from exc
+        with waiting(doing):
+            return run_admin(bootstrap_of(ctx, given), action)
+    except (PlanError, GroupActiveError, GroupMissingError) as exc:
+        raise UserError(exc) from exc
 
 
-def _print_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2))
-
-
-def _dash(value: object) -> str:
-    return "-" if value is None or value == "" else str(value)
-
-
-def _table(*columns: str) -> Table:
-    table = Table()
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
+def parse_states(given: Sequence[str]) -> list[str]:
+    """`--state` values (repeatable, comma-separated, any case) as the protocol spells them;
+    UserError naming the valid states for an unknown one, as kafka-consumer-groups does."""
+    states = []
+    for arg in given:
+        for text in arg.split(","):
+            if not text.strip():
+                continue
+            state = canonical_state(text)
+            if state not in KNOWN_STATES:
+                raise UserError(
+                    f"invalid --state {text.strip()!r}: valid states are {', '.join(KNOWN_STATES)}"
+                )
+            states.append(state)
+    return states
 
 
 # ---------------------------------------------------------------- list
@@ -114,6 +119,7 @@ def _table(*columns: str) -> Table:
 
 @groups_app.command("list")
 def list_groups(
+    ctx: typer.Context,
     state: Annotated[
         list[str] | None,
         typer.Option(
@@ -123,23 +129,25 @@ def list_groups(
         ),
     ] = None,
     json_out: JsonFlag = False,
-    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    bootstrap_server: BootstrapOption = None,
 ) -> None:
     """List the cluster's groups with their state and protocol type."""
-    states = [canonical_state(s) for arg in state or [] for s in arg.split(",") if s.strip()]
-    listed: list[ListedGroup] = _run(bootstrap_server, lambda c: c.list_groups(states))
+    states = parse_states(state or [])
+    listed: list[ListedGroup] = _admin(
+        ctx, bootstrap_server, lambda c: c.list_groups(states), "Listing groups"
+    )
     if json_out:
-        _print_json(
+        print_json(
             [
                 {"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}
                 for g in listed
             ]
         )
         return
-    table = _table("GROUP", "STATE", "PROTOCOL-TYPE")
-    for g in listed:
-        table.add_row(g.group_id, _dash(g.state), _dash(g.protocol_type))
-    console.print(table)
+    print_table(
+        ["GROUP", "STATE", "PROTOCOL-TYPE"],
+        [[g.group_id, g.state, g.protocol_type] for g in listed],
+    )
 
 
 # ---------------------------------------------------------------- describe
@@ -173,6 +181,7 @@ async def _describe_one(client: AdminClient, group_id: str, offsets: bool) -> Gr
 
 @groups_app.command()
 def describe(
+    ctx: typer.Context,
     group: Annotated[list[str], typer.Argument(help="One or more group ids.")],
     members: Annotated[
         bool, typer.Option("--members", help="List the members and their assignments.")
@@ -181,7 +190,7 @@ def describe(
         bool, typer.Option("--state", help="Show the state, protocol and coordinator.")
     ] = False,
     json_out: JsonFlag = False,
-    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    bootstrap_server: BootstrapOption = None,
 ) -> None:
     """Per partition: committed offset, log end, lag and the member consuming it."""
     if members and state:
@@ -191,29 +200,29 @@ def describe(
     async def action(client: AdminClient) -> list[GroupReport]:
         return [await _describe_one(client, g, offsets) for g in group]
 
-    reports = _run(bootstrap_server, action)
+    reports = _admin(ctx, bootstrap_server, action, "Describing groups")
     if json_out:
-        _print_json([_report_json(r, members=members, state=state) for r in reports])
+        print_json([_report_json(r, members=members, state=state) for r in reports])
         return
     for report in reports:
         if members:
-            console.print(_members_table(report.group))
+            _print_members(report.group)
         elif state:
-            console.print(_state_table(report.group))
+            _print_state(report.group)
         else:
             _warn_group_state(report.group)
-            console.print(_offsets_table(report))
+            _print_offsets(report)
 
 
 def _warn_group_state(group: GroupDescription) -> None:
     if group.state.lower() == "empty":
-        errors.print(f"Consumer group '{group.group_id}' has no active members.", highlight=False)
+        warn(f"Consumer group '{group.group_id}' has no active members.")
     elif group.state.lower() in ("preparingrebalance", "completingrebalance"):
-        errors.print(f"Warning: consumer group '{group.group_id}' is rebalancing.", highlight=False)
+        warn(f"Warning: consumer group '{group.group_id}' is rebalancing.")
 
 
-def _offsets_table(report: GroupReport) -> Table:
-    table = _table(
+def _print_offsets(report: GroupReport) -> None:
+    columns = [
         "GROUP",
         "TOPIC",
         "PARTITION",
@@ -223,28 +232,30 @@ def _offsets_table(report: GroupReport) -> Table:
         "CONSUMER-ID",
         "HOST",
         "CLIENT-ID",
-    )
-    for r in report.rows:
-        table.add_row(
+    ]
+    rows = [
+        [
             report.group.group_id,
             r.topic,
-            str(r.partition),
-            _dash(r.current_offset),
-            _dash(r.log_end_offset),
-            _dash(r.lag),
-            _dash(r.consumer_id),
-            _dash(r.host),
-            _dash(r.client_id),
-        )
-    return table
+            r.partition,
+            r.current_offset,
+            r.log_end_offset,
+            r.lag,
+            r.consumer_id,
+            r.host,
+            r.client_id,
+        ]
+        for r in report.rows
+    ]
+    print_table(columns, rows)
 
 
 def _assignment_text(assignment: dict[str, tuple[int, ...]]) -> str:
     return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(assignment.items()))
 
 
-def _members_table(group: GroupDescription) -> Table:
-    table = _table(
+def _print_members(group: GroupDescription) -> None:
+    columns = [
         "GROUP",
         "CONSUMER-ID",
         "GROUP-INSTANCE-ID",
@@ -252,31 +263,36 @@ def _members_table(group: GroupDescription) -> Table:
         "CLIENT-ID",
         "#PARTITIONS",
         "ASSIGNMENT",
-    )
-    for m in sorted(group.members, key=lambda m: (m.client_id, m.member_id)):
-        table.add_row(
+    ]
+    rows = [
+        [
             group.group_id,
             m.member_id,
-            _dash(m.group_instance_id),
-            _dash(m.client_host),
-            _dash(m.client_id),
-            str(len(m.partitions())),
-            _dash(_assignment_text(m.assignment)),
-        )
-    return table
+            m.group_instance_id,
+            m.client_host,
+            m.client_id,
+            len(m.partitions()),
+            _assignment_text(m.assignment),
+        ]
+        for m in sorted(group.members, key=lambda m: (m.client_id, m.member_id))
+    ]
+    print_table(columns, rows)
 
 
-def _state_table(group: GroupDescription) -> Table:
-    table = _table("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+def _print_state(group: GroupDescription) -> None:
     c = group.coordinator
-    table.add_row(
-        group.group_id,
-        f"{c.address} ({c.node_id})",
-        _dash(group.protocol),
-        group.state,
-        str(len(group.members)),
+    print_table(
+        ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+        [
+            [
+                group.group_id,
+                f"{c.address} ({c.node_id})",
+                group.protocol,
+                group.state,
+                len(group.members),
+            ]
+        ],
     )
-    return table
 
 
 def _report_json(report: GroupReport, *, members: bool, state: bool) -> dict[str, Any]:
@@ -326,15 +342,16 @@ def _report_json(report: GroupReport, *, members: bool, state: bool) -> dict[str
 
 @groups_app.command()
 def delete(
+    ctx: typer.Context,
     group: Annotated[list[str], typer.Argument(help="One or more group ids.")],
     json_out: JsonFlag = False,
-    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    bootstrap_server: BootstrapOption = None,
 ) -> None:
     """Delete groups and their committed offsets; a group with members is refused."""
-    results = _run(bootstrap_server, lambda c: c.delete_groups(group))
+    results = _admin(ctx, bootstrap_server, lambda c: c.delete_groups(group), "Deleting groups")
     failed = {g: e for g, e in results.items() if e != ErrorCode.none}
     if json_out:
-        _print_json(
+        print_json(
             [
                 {"group": g, "error": None if e == ErrorCode.none else e.name.upper()}
                 for g, e in results.items()
@@ -342,20 +359,14 @@ def delete(
         )
     elif not failed:
         names = ", ".join(f"'{g}'" for g in results)
-        console.print(
-            f"Deletion of requested consumer groups ({names}) was successful.", highlight=False
-        )
+        say(f"Deletion of requested consumer groups ({names}) was successful.")
     else:
         for g, e in results.items():
             if e == ErrorCode.none:
-                console.print(f"Deleted group '{g}'.", highlight=False)
-        for g, e in failed.items():
-            errors.print(
-                f"[red]Error:[/red] group '{g}' could not be deleted: {e.name.upper()}",
-                highlight=False,
-            )
+                say(f"Deleted group '{g}'.")
     if failed:
-        raise typer.Exit(1)
+        refused = ", ".join(f"'{g}' ({e.name.upper()})" for g, e in failed.items())
+        raise UserError(f"could not delete group(s) {refused}")
 
 
 # ---------------------------------------------------------------- reset-offsets
@@ -471,6 +482,7 @@ async def _reset(
 
 @groups_app.command("reset-offsets")
 def reset_offsets(
+    ctx: typer.Context,
     group: Annotated[str, typer.Argument(help="The group id.")],
     topic: Annotated[
         list[str] | None,
@@ -506,7 +518,7 @@ def reset_offsets(
         bool, typer.Option("--dry-run", help="Only print the plan (the default).")
     ] = False,
     json_out: JsonFlag = False,
-    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    bootstrap_server: BootstrapOption = None,
 ) -> None:
     """Move a stopped group's offsets (dry run unless --execute), within each log."""
     if bool(topic) == all_topics:
@@ -516,19 +528,21 @@ def reset_offsets(
     if execute and dry_run:
         raise typer.BadParameter("--execute and --dry-run are exclusive", param_hint="--execute")
     spec = reset_spec(to_earliest, to_latest, to_offset, to_datetime, shift_by)
-    result = _run(
-        bootstrap_server, lambda c: _reset(c, group, topic or [], all_topics, spec, execute)
+    result = _admin(
+        ctx,
+        bootstrap_server,
+        lambda c: _reset(c, group, topic or [], all_topics, spec, execute),
+        "Resetting offsets" if execute else "Planning the reset",
     )
     for p in result.plan:
         if p.clamped:
             where = "before the log start" if p.requested < p.offset else "past the log end"
-            errors.print(
+            warn(
                 f"Warning: offset {p.requested} for {p.topic}-{p.partition} is "
-                f"{where}; using {p.offset}.",
-                highlight=False,
+                f"{where}; using {p.offset}."
             )
     if json_out:
-        _print_json(
+        print_json(
             {
                 "group": group,
                 "executed": execute,
@@ -544,13 +558,13 @@ def reset_offsets(
             }
         )
     else:
-        table = _table("TOPIC", "PARTITION", "NEW-OFFSET")
-        for p in result.plan:
-            table.add_row(p.topic, str(p.partition), str(p.offset))
-        console.print(table)
+        print_table(
+            ["TOPIC", "PARTITION", "NEW-OFFSET"],
+            [[p.topic, p.partition, p.offset] for p in result.plan],
+        )
     if not execute:
-        errors.print("Dry run: nothing was committed; add --execute to apply.", highlight=False)
+        warn("Dry run: nothing was committed; add --execute to apply.")
 
 
 if __name__ == "__main__":
-    groups_app()
+    raise SystemExit(run_cli(groups_app))

@@ -3,24 +3,34 @@ over the Kafka protocol like Kafka's tools (see lakelog.mirror.admin for the wir
 
     lakelog mirror --bootstrap-server DEST create NAME --source SRC [--source-config K=V]
         [--source-config-file FILE]   (source client security: security.protocol, sasl.*, ssl.*)
-    lakelog mirror -b DEST add-topics NAME TOPIC... [--pattern REGEX]
+    lakelog mirror -b DEST add-topics NAME TOPIC|PATTERN... [--pattern REGEX]
     lakelog mirror -b DEST remove-topics NAME TOPIC...     (failover)
     lakelog mirror -b DEST describe NAME | delete NAME | validate NAME | list
+
+`-b` may also follow the subcommand (`lakelog mirror list -b DEST`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from lakelog.admin_client import KafkaError
+from lakelog.cli_common import (
+    BootstrapOption,
+    UserError,
+    bootstrap_addresses,
+    bootstrap_of,
+    group_callback,
+    print_json,
+    print_table,
+    run_async,
+    say,
+    waiting,
+)
 from lakelog.cli_topics import parse_configs
 from lakelog.mirror.client import MirrorClient
 from lakelog.security.client_config import ClientSecurity, SecurityConfigError, read_properties
@@ -28,49 +38,57 @@ from lakelog.security.client_config import ClientSecurity, SecurityConfigError, 
 T = TypeVar("T")
 
 mirror_app = typer.Typer(
-    help="Mirror topics from another Kafka-protocol cluster, offsets preserved (KIP-1279).",
+    help="Mirror topics from another Kafka-protocol cluster, offsets preserved (KIP-1279). "
+    "Commands run against the destination cluster (the one that copies).",
     no_args_is_help=True,
 )
-console = Console()
-errors = Console(stderr=True)
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+mirror_app.callback()(group_callback)
 
 Name = Annotated[str, typer.Argument(help="The mirror's name.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+REQUEST_TIMEOUT_S = 120.0
+"""remove-topics waits for a final group offset sync and the truncation."""
+PATTERN_CHARS = frozenset("*?[]()|+^$\\")
+"""A topic argument with one of these is a regex: none is legal in a Kafka topic name."""
 
 
-@mirror_app.callback()
-def main(
+def _mirror(
     ctx: typer.Context,
-    bootstrap_server: Annotated[
-        str,
-        typer.Option("--bootstrap-server", "-b", help="A destination broker's HOST:PORT."),
-    ] = DEFAULT_BOOTSTRAP,
-) -> None:
-    """Commands run against the destination cluster (the one that copies)."""
-    ctx.obj = bootstrap_server
-
-
-def _run(ctx: typer.Context, action: Callable[[MirrorClient], Awaitable[T]]) -> T:
-    bootstrap = str(ctx.obj or DEFAULT_BOOTSTRAP)
+    given: str | None,
+    action: Callable[[MirrorClient], Awaitable[T]],
+    doing: str,
+) -> T:
+    """Run `action` on the first destination broker of the bootstrap list that answers."""
+    bootstrap = bootstrap_of(ctx, given)
+    bootstrap_addresses(bootstrap)
 
     async def main() -> T:
-        client = await MirrorClient.connect(bootstrap, "lakelog-mirror-admin", timeout=120.0)
+        client = await MirrorClient.connect(
+            bootstrap, "lakelog-mirror-admin", timeout=REQUEST_TIMEOUT_S
+        )
         assert isinstance(client, MirrorClient)
         async with client:
             return await action(client)
 
-    try:
-        return asyncio.run(main())
-    except KafkaError as exc:
-        errors.print(f"[red]Error:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-        errors.print(f"[red]Error:[/red] cannot reach {bootstrap}: {exc}")
-        raise typer.Exit(1) from exc
+    with waiting(doing):
+        return run_async(bootstrap, main)
 
 
-def _say(message: str | None, fallback: str) -> None:
-    console.print(message or fallback)
+def split_topic_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(literal topics, patterns): an argument with a regex character is a pattern."""
+    topics: list[str] = []
+    patterns: list[str] = []
+    for arg in args:
+        (patterns if PATTERN_CHARS & set(arg) else topics).append(arg)
+    return topics, patterns
+
+
+def check_patterns(patterns: Sequence[str]) -> None:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UserError(f"bad topic pattern {pattern!r}: {exc}") from exc
 
 
 @mirror_app.command()
@@ -101,15 +119,28 @@ def create(
     pattern: Annotated[
         list[str] | None, typer.Option("--pattern", help="A topic regex to mirror (repeatable).")
     ] = None,
+    bootstrap_server: BootstrapOption = None,
 ) -> None:
     """Create a mirror of a source cluster (optionally with its first topics).
 
-    The source settings, password included, are stored with the mirror definition in the
-    destination's coordinator database (as Kafka stores link configs); `describe` masks
-    secrets. The paths name files on the destination brokers."""
+    The destination broker first checks that the source answers (10 s per source broker):
+    a source that cannot be reached is refused. The source settings, password included,
+    are stored with the mirror definition in the destination's coordinator database (as
+    Kafka stores link configs); `describe` masks secrets. The paths name files on the
+    destination brokers."""
     configs = _source_configs(source_config or [], source_config_file)
-    message = _run(ctx, lambda c: c.create(name, source, configs, topic or [], pattern or []))
-    _say(message, f"Created mirror {name} of {source}.")
+    try:
+        bootstrap_addresses(source)
+    except UserError as exc:
+        raise UserError(f"--source: {exc}") from exc
+    check_patterns(pattern or [])
+    message = _mirror(
+        ctx,
+        bootstrap_server,
+        lambda c: c.create(name, source, configs, topic or [], pattern or []),
+        f"Creating mirror {name} (checking that {source} answers)",
+    )
+    say(message or f"Created mirror {name} of {source}.")
 
 
 def _source_configs(entries: list[str], path: Path | None) -> dict[str, str]:
@@ -118,12 +149,12 @@ def _source_configs(entries: list[str], path: Path | None) -> dict[str, str]:
         try:
             configs = read_properties(path)
         except (OSError, ValueError) as exc:
-            raise typer.BadParameter(str(exc), param_hint="--source-config-file") from exc
-    configs |= parse_configs(entries)
+            raise UserError(f"--source-config-file: {exc}") from exc
+    configs |= parse_configs(entries, "--source-config")
     try:  # the files are the destination broker's to check: the paths are on its host
         ClientSecurity.from_configs(configs)
     except SecurityConfigError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--source-config") from exc
+        raise UserError(f"--source-config: {exc}") from exc
     return configs
 
 
@@ -131,17 +162,35 @@ def _source_configs(entries: list[str], path: Path | None) -> dict[str, str]:
 def add_topics(
     ctx: typer.Context,
     name: Name,
-    topics: Annotated[list[str] | None, typer.Argument(help="Topic names.")] = None,
+    topics: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Topic names; an argument with a regex character (*?[]()|+^$\\) is a "
+            "pattern, like --pattern."
+        ),
+    ] = None,
     pattern: Annotated[
         list[str] | None,
         typer.Option("--pattern", "-p", help="A topic regex (full match; repeatable)."),
     ] = None,
+    bootstrap_server: BootstrapOption = None,
 ) -> None:
-    """Start mirroring topics (names, or patterns that also catch topics created later)."""
-    if not topics and not pattern:
-        raise typer.BadParameter("name topics or give --pattern")
-    message = _run(ctx, lambda c: c.add_topics(name, topics or [], pattern or []))
-    _say(message, f"Mirror {name} now follows {', '.join([*(topics or []), *(pattern or [])])}.")
+    """Start mirroring topics (names, or patterns that also catch topics created later).
+
+    Everything is checked first (names, patterns, topics present on the source), then
+    applied at once: a refused command changes nothing."""
+    literal, patterns = split_topic_args(topics or [])
+    patterns += pattern or []
+    if not literal and not patterns:
+        raise UserError("name topics or patterns to add (or give --pattern)")
+    check_patterns(patterns)
+    message = _mirror(
+        ctx,
+        bootstrap_server,
+        lambda c: c.add_topics(name, literal, patterns),
+        f"Adding topics to mirror {name}",
+    )
+    say(message or f"Mirror {name} now follows {', '.join([*literal, *patterns])}.")
 
 
 @mirror_app.command("remove-topics")
@@ -149,88 +198,121 @@ def remove_topics(
     ctx: typer.Context,
     name: Name,
     topics: Annotated[list[str], typer.Argument(help="Topic names.")],
+    bootstrap_server: BootstrapOption = None,
 ) -> None:
     """Fail over: stop mirroring the topics, truncate them to their last stable offset and
     make them writable here."""
-    message = _run(ctx, lambda c: c.remove_topics(name, topics))
-    _say(message, f"Stopped mirroring {', '.join(topics)}.")
+    message = _mirror(
+        ctx,
+        bootstrap_server,
+        lambda c: c.remove_topics(name, topics),
+        f"Failing over {', '.join(topics)}",
+    )
+    say(message or f"Stopped mirroring {', '.join(topics)}.")
 
 
 @mirror_app.command()
-def delete(ctx: typer.Context, name: Name) -> None:
+def delete(
+    ctx: typer.Context,
+    name: Name,
+    bootstrap_server: BootstrapOption = None,
+) -> None:
     """Delete a mirror (remove its topics first)."""
-    _say(_run(ctx, lambda c: c.delete(name)), f"Deleted mirror {name}.")
+    message = _mirror(ctx, bootstrap_server, lambda c: c.delete(name), f"Deleting mirror {name}")
+    say(message or f"Deleted mirror {name}.")
 
 
 @mirror_app.command("list")
-def list_(ctx: typer.Context) -> None:
+def list_(
+    ctx: typer.Context,
+    as_json: JsonFlag = False,
+    bootstrap_server: BootstrapOption = None,
+) -> None:
     """The mirrors of the cluster."""
-    found = _run(ctx, lambda c: c.list_mirrors())
-    table = Table("MIRROR", "SOURCE", "TOPICS", "PARTITIONS")
+    found = _mirror(ctx, bootstrap_server, lambda c: c.list_mirrors(), "Listing mirrors")
+    if as_json:
+        print_json(
+            [{"mirror": name, **summary} for name, summary in sorted(found.items())],
+        )
+        return
+    rows = []
     for name, summary in sorted(found.items()):
-        states = ", ".join(f"{k} {v}" for k, v in sorted(summary.get("states", {}).items()))
-        table.add_row(name, summary.get("source", ""), ", ".join(summary.get("topics", [])), states)
-    console.print(table)
+        states = ",".join(f"{k}={v}" for k, v in sorted(summary.get("states", {}).items()))
+        rows.append([name, summary.get("source", ""), ",".join(summary.get("topics", [])), states])
+    print_table(["MIRROR", "SOURCE", "TOPICS", "PARTITIONS"], rows)
 
 
 @mirror_app.command()
 def describe(
     ctx: typer.Context,
     name: Name,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonFlag = False,
+    bootstrap_server: BootstrapOption = None,
 ) -> None:
     """Per-partition state, lag and last mirrored offset."""
-    settings, partitions = _run(ctx, lambda c: c.describe(name))
+    settings, partitions = _mirror(
+        ctx, bootstrap_server, lambda c: c.describe(name), f"Describing mirror {name}"
+    )
     if as_json:
-        console.print_json(json.dumps({"settings": settings, "partitions": partitions}))
+        print_json({"settings": settings, "partitions": partitions})
         return
     for key, value in settings.items():
-        console.print(f"{key}: {value}")
-    table = Table(
-        "TOPIC",
-        "PARTITION",
-        "STATE",
-        "LAST MIRRORED",
-        "LSO",
-        "SOURCE END",
-        "LAG",
-        "LAG MS",
-        "OWNER",
-        "REASON",
+        say(f"{key}: {value}")
+    print_table(
+        [
+            "TOPIC",
+            "PARTITION",
+            "STATE",
+            "LAST-MIRRORED",
+            "LSO",
+            "SOURCE-END",
+            "LAG",
+            "LAG-MS",
+            "OWNER",
+            "REASON",
+        ],
+        [_row(p) for p in partitions],
     )
-    for p in partitions:
-        table.add_row(*_row(p))
-    console.print(table)
 
 
-def _row(p: dict[str, Any]) -> list[str]:
+def _row(p: dict[str, Any]) -> list[object]:
     reason = p.get("reason") or ""
     if p.get("failover_offset", -1) >= 0:
         reason = f"failed over at {p['failover_offset']}" + (f"; {reason}" if reason else "")
     return [
-        str(p["topic"]),
-        str(p["partition"]),
-        str(p["state"]),
-        str(p["last_mirrored_offset"]),
-        str(p["last_stable_offset"]),
-        str(p["source_end_offset"]),
-        str(p["lag_records"]),
-        str(p["lag_ms"]),
-        str(p["lease_owner"]),
+        p["topic"],
+        p["partition"],
+        p["state"],
+        p["last_mirrored_offset"],
+        p["last_stable_offset"],
+        p["source_end_offset"],
+        p["lag_records"],
+        p["lag_ms"],
+        p["lease_owner"],
         reason,
     ]
 
 
 @mirror_app.command()
-def validate(ctx: typer.Context, name: Name) -> None:
+def validate(
+    ctx: typer.Context,
+    name: Name,
+    as_json: JsonFlag = False,
+    bootstrap_server: BootstrapOption = None,
+) -> None:
     """Report what would block a migration: group id collisions, partition count
     mismatches, unsupported configurations. Exit code 1 if any is an error."""
-    ok, findings = _run(ctx, lambda c: c.validate(name))
-    table = Table("SEVERITY", "CHECK", "MESSAGE")
-    for f in findings:
-        table.add_row(f["severity"], f["check"], f["message"])
-    if findings:
-        console.print(table)
-    console.print("OK: nothing blocks the migration." if ok else "Problems found.")
+    ok, findings = _mirror(
+        ctx, bootstrap_server, lambda c: c.validate(name), f"Validating mirror {name}"
+    )
+    if as_json:
+        print_json({"ok": ok, "findings": findings})
+    else:
+        if findings:
+            print_table(
+                ["SEVERITY", "CHECK", "MESSAGE"],
+                [[f["severity"], f["check"], f["message"]] for f in findings],
+            )
+        say("OK: nothing blocks the migration." if ok else "Problems found.")
     if not ok:
-        raise typer.Exit(1)
+        raise UserError(f"mirror {name}: problems block the migration (see above)")

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from typer.testing import CliRunner
 
 from lakelog import cost
+from lakelog.cli_common import run_cli
 from lakelog.cli_cost import cost_app, metrics_url
 from lakelog.cost import GB, MONTH_SECONDS, Prices, Usage
 
@@ -199,7 +200,7 @@ def test_cli_prints_and_loads_prices(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        [],
+        ["--metrics", "127.0.0.1:1", "--bootstrap-server", "127.0.0.1:1"],
         ["--metrics", "127.0.0.1:1", "--since-start", "--window-seconds", "5"],
         ["--metrics", "127.0.0.1:1", "--uptime-seconds", "5"],
         ["--metrics", "127.0.0.1:1", "--window-seconds", "0"],
@@ -211,12 +212,22 @@ def test_cli_usage_errors(args: list[str]) -> None:
     assert result.exit_code == 2, result.output
 
 
-def test_cli_unreachable_broker_is_a_clean_error() -> None:
-    result = CliRunner().invoke(
-        cost_app, ["--metrics", "127.0.0.1:1", "--since-start", "--uptime-seconds", "10", "--json"]
-    )
-    assert result.exit_code == 1
-    assert "cannot scrape http://127.0.0.1:1/metrics" in result.output
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--metrics", "127.0.0.1:1", "--since-start", "--uptime-seconds", "10", "--json"],
+            "error: cannot scrape http://127.0.0.1:1/metrics",
+        ),
+        (["--bootstrap-server", "127.0.0.1:1"], "error: cannot reach 127.0.0.1:1"),
+    ],
+)
+def test_cli_unreachable_broker_is_a_clean_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(cost_app, args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
 
 
 def test_metrics_url_forms() -> None:

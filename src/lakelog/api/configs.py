@@ -179,6 +179,22 @@ def topic_entries(own: Mapping[str, str], settings: Settings) -> list[ConfigEntr
     return entries
 
 
+RECORDED_REPLICATION_FACTOR = "lakelog.replication.factor"
+"""A read-only topic entry, returned only when asked for by name (so Kafka tools listing all
+configs see none): the replication factor recorded at create time. Metadata cannot carry it,
+as it lists the brokers serving a partition as its replicas (see README, Topics)."""
+
+
+def recorded_replication_factor(value: int) -> ConfigEntry:
+    return ConfigEntry(
+        name=RECORDED_REPLICATION_FACTOR,
+        value=str(value),
+        source=ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        read_only=True,
+        config_type=ConfigType.INT,
+    )
+
+
 def broker_entries(settings: Settings, broker_epoch: int = -1) -> list[ConfigEntry]:
     """The broker settings a Kafka tool looks for, all read-only (they are static here),
     plus `broker.epoch`, the registration epoch the coordinator fences commits with."""
@@ -206,6 +222,12 @@ def broker_entries(settings: Settings, broker_epoch: int = -1) -> list[ConfigEnt
             str(settings.default_replication_factor),
             ConfigType.INT,
             "default_replication_factor",
+        ),
+        (
+            "lakelog.metrics.listen",
+            settings.metrics_listen,
+            ConfigType.STRING,
+            "metrics_listen",
         ),
         ("listeners", f"PLAINTEXT://{listen_host}:{listen_port}", ConfigType.LIST, "listen"),
         ("log.cleanup.policy", "delete", ConfigType.LIST, ""),
@@ -422,7 +444,10 @@ async def _entries_for(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
         topics = await ctx.broker.coordinator.get_topics([resource.resource_name])
         if not topics:
             raise _unknown_topic(resource.resource_name)
-        return topic_entries(topics[0].configs, settings)
+        entries = topic_entries(topics[0].configs, settings)
+        if RECORDED_REPLICATION_FACTOR in (resource.configuration_keys or ()):
+            entries.append(recorded_replication_factor(topics[0].replication_factor))
+        return entries
     if resource.resource_type == BROKER_RESOURCE:
         _check_broker_name(resource.resource_name, ctx.broker.broker_id)
         return broker_entries(settings, ctx.broker.broker_epoch)

@@ -34,12 +34,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakelog.admin_client import KafkaError
 from lakelog.api.configs import MIRROR_RESOURCE
 from lakelog.coordinator.mirror_types import MirrorDefinition, MirrorPartition
 from lakelog.errors import ErrorCode
 from lakelog.mirror.prepare import TOPIC_KEY_PREFIX
-from lakelog.mirror.source import SourceUnavailable, unsupported_settings
+from lakelog.mirror.source import SourceAdmin, SourceUnavailable, unsupported_settings
 from lakelog.mirror.validate import ERROR, validate
+from lakelog.security.client_config import ClientSecurity, SecurityConfigError
 from lakelog.topics import topic_name_error
 
 if TYPE_CHECKING:
@@ -56,6 +58,8 @@ TOPICS = "topics"
 PATTERNS = "topic.patterns"
 VALIDATE = "validate"
 FINAL_SYNC_TIMEOUT_S = 10.0
+PROBE_TIMEOUT_S = 10.0
+"""How long `create` waits for each source broker before refusing an unreachable source."""
 SECRET_WORDS = ("password", "secret", "key", "jaas")
 """Setting names whose values `describe` masks (sasl.jaas.config holds a password)."""
 
@@ -248,9 +252,10 @@ async def _create(broker: Broker, name: str, values: Mapping[str, str]) -> str |
         raise MirrorAdminError(
             ErrorCode.invalid_config, f"unsupported source settings: {', '.join(bad)}"
         )
-    definition = MirrorDefinition(
-        name, bootstrap, configs, _json_list(values, TOPICS), _patterns(values)
-    )
+    definition = MirrorDefinition(name, bootstrap, configs, _topic_names(values), _patterns(values))
+    source_topics = await _probe_source(name, bootstrap, configs)
+    if source_topics is not None:
+        _check_on_source(definition.topics, source_topics)
     result = await broker.coordinator.create_mirror(definition, int(time.time() * 1000))
     if result.error != ErrorCode.none:
         raise MirrorAdminError(result.error, result.message or result.error.name)
@@ -260,16 +265,84 @@ async def _create(broker: Broker, name: str, values: Mapping[str, str]) -> str |
     return None
 
 
+def _topic_names(values: Mapping[str, str]) -> list[str]:
+    """The literal topic names of a command; each must be a legal topic name (a pattern
+    belongs in topic.patterns), checked before anything is stored."""
+    topics = _json_list(values, TOPICS)
+    for topic in topics:
+        problem = topic_name_error(topic)
+        if problem:
+            raise MirrorAdminError(ErrorCode.invalid_topic_exception, f"topic {topic!r}: {problem}")
+    return topics
+
+
+def _check_on_source(topics: Sequence[str], source_topics: set[str]) -> None:
+    missing = [t for t in topics if t not in source_topics]
+    if missing:
+        raise MirrorAdminError(
+            ErrorCode.unknown_topic_or_partition,
+            "; ".join(f"topic {t!r} does not exist on the source" for t in missing),
+        )
+
+
+async def _probe_source(name: str, bootstrap: str, configs: Mapping[str, str]) -> set[str] | None:
+    """The source's topic names, asked of the first source broker that answers within
+    PROBE_TIMEOUT_S. None if a broker answered but refused us (authentication, an old
+    version): the mirror is saved and `validate` reports why. MirrorAdminError if no broker
+    answered at all (a wrong address, nothing listening) or the security settings are
+    unusable: a mirror that could never connect is not created."""
+    try:
+        security = ClientSecurity.from_configs(configs)
+        _ = security.ssl_context  # reads the PEM files, here on the destination broker
+    except SecurityConfigError as exc:
+        raise MirrorAdminError(ErrorCode.invalid_config, f"source settings: {exc}") from None
+    client_id = configs.get("client.id") or f"lakelog-mirror-{name}-probe"
+    refused: KafkaError | None = None
+    unreachable: list[str] = []
+    for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
+        try:
+            client = await asyncio.wait_for(
+                SourceAdmin.connect(address, client_id, PROBE_TIMEOUT_S, security),
+                PROBE_TIMEOUT_S,
+            )
+        except KafkaError as exc:
+            refused = exc
+            continue
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            unreachable.append(f"{address}: {_reason(exc)}")
+            continue
+        try:
+            async with client:
+                return {t.name for t in await client.describe_topics(None)}
+        except KafkaError as exc:
+            refused = exc
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            unreachable.append(f"{address}: {_reason(exc)}")
+    if refused is not None:
+        return None
+    raise MirrorAdminError(
+        ErrorCode.invalid_config,
+        f"source {bootstrap} is unreachable from the destination: {'; '.join(unreachable)}",
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {PROBE_TIMEOUT_S:g} s"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc).strip() or type(exc).__name__
+
+
 async def _follow_now(
     broker: Broker, definition: MirrorDefinition, restart: frozenset[str]
 ) -> str | None:
+    """Follow at once after a change that is already stored: problems are reported in the
+    message, never as an error (the command succeeded)."""
     try:
         report = await broker.mirrors.follow(definition, restart)
     except SourceUnavailable as exc:
         return f"saved; the source is unreachable for now, topics follow once it answers ({exc})"
-    missing = [p for p in report.problems if "does not exist on the source" in p]
-    if missing:
-        raise MirrorAdminError(ErrorCode.unknown_topic_or_partition, "; ".join(report.problems))
     message = f"mirroring {', '.join(report.followed) or 'no topic yet'}"
     if report.problems:
         message += "; " + "; ".join(report.problems)
@@ -279,15 +352,33 @@ async def _follow_now(
 async def _add_topics(
     broker: Broker, definition: MirrorDefinition, values: Mapping[str, str]
 ) -> str | None:
-    topics, patterns = _json_list(values, TOPICS), _patterns(values)
+    topics, patterns = _topic_names(values), _patterns(values)
     if not topics and not patterns:
         raise MirrorAdminError(ErrorCode.invalid_request, "name topics or patterns to add")
+    if topics:
+        source_topics = await _source_topics(broker, definition)
+        if source_topics is not None:
+            _check_on_source(topics, source_topics)
     result = await broker.coordinator.alter_mirror(definition.name, topics, patterns)
     if result.error != ErrorCode.none:
         raise MirrorAdminError(result.error, result.message or result.error.name)
     [updated] = await broker.coordinator.list_mirrors([definition.name])
     await broker.mirrors.load_mirrors()
     return await _follow_now(broker, updated, frozenset(topics))
+
+
+async def _source_topics(broker: Broker, definition: MirrorDefinition) -> set[str] | None:
+    """The source's topic names, or None while the source is unreachable (then the topics
+    are saved and followed once it answers, as before)."""
+    manager = broker.mirrors
+    source = manager.source_for(definition)
+    try:
+        return set(await source.refresh(None))
+    except SourceUnavailable:
+        return None
+    finally:
+        if manager.sources.get(definition.name) is not source:
+            await source.close()
 
 
 async def _remove_topics(broker: Broker, definition: MirrorDefinition, topics: list[str]) -> str:

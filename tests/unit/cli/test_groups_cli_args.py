@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from lakelog.cli_common import run_cli
 from lakelog.cli_groups import groups_app
 
 UNREACHABLE = ["--bootstrap-server", "127.0.0.1:1"]
@@ -32,7 +33,12 @@ def test_describe_members_and_state_are_exclusive() -> None:
     assert result.exit_code == 2, result.output
 
 
-def test_unreachable_broker_is_a_clean_error() -> None:
-    result = CliRunner().invoke(groups_app, ["list", *UNREACHABLE])
-    assert result.exit_code == 1
-    assert "cannot reach 127.0.0.1:1" in result.output
+def test_unreachable_broker_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(groups_app, ["list", *UNREACHABLE]) == 1
+    assert capsys.readouterr().err.startswith("error: cannot reach 127.0.0.1:1")
+
+
+def test_unknown_state_names_the_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(groups_app, ["list", "--state", "stable,Bogus", *UNREACHABLE]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'Bogus'" in err and "CompletingRebalance" in err, err
