@@ -13,9 +13,12 @@ import typer
 
 from lakelog.cli_cluster import cluster_app
 from lakelog.cli_common import UserError, describe, run_cli, set_debug
+from lakelog.cli_configs import configs
+from lakelog.cli_console import console_consumer, console_producer
 from lakelog.cli_cost import cost_app
 from lakelog.cli_groups import groups_app
 from lakelog.cli_mirror import mirror_app
+from lakelog.cli_offsets import delete_records_command, get_offsets
 from lakelog.cli_options import (
     CoordinatorUrlOption,
     DataDirOption,
@@ -23,6 +26,7 @@ from lakelog.cli_options import (
     build_settings,
 )
 from lakelog.cli_topics import topics_app
+from lakelog.cli_transactions import transactions_app
 from lakelog.config import Settings
 from lakelog.pipeline.cli import pipeline_app
 
@@ -63,6 +67,20 @@ app.add_typer(
     help="List, describe and delete consumer groups; reset their offsets.",
 )
 app.add_typer(cluster_app, name="cluster", help="Inspect the brokers of the cluster.")
+app.command("configs", help="Describe or alter topic, broker and group configs.")(configs)
+app.command("console-producer", help="Send lines of stdin as records.")(console_producer)
+app.command("console-consumer", help="Print a topic's records.")(console_consumer)
+app.command("get-offsets", help="Print partition offsets, latest, earliest or by time.")(
+    get_offsets
+)
+app.command("delete-records", help="Delete the records before given offsets.")(
+    delete_records_command
+)
+app.add_typer(
+    transactions_app,
+    name="transactions",
+    help="List and describe transactions and the producers of a partition.",
+)
 app.add_typer(
     mirror_app,
     name="mirror",
