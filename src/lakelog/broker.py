@@ -4,6 +4,8 @@ background loops to the network server, and runs the graceful shutdown."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import logging
 import time
 from uuid import UUID
@@ -27,7 +29,7 @@ from lakelog.security.listener import ListenerSecurity
 from lakelog.storage.store import ObjectStorage
 from lakelog.topics import TopicCache
 from lakelog.txn.expiry import TransactionTimeouts
-from lakelog.zones import partition_broker, zone_brokers
+from lakelog.zones import partition_broker, suspected, zone_brokers
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,29 @@ elsewhere), so every broker must name a re-registered broker again at once."""
 
 ANY_HEARTBEAT = -(1 << 62)
 """`list_brokers` bound that lists fenced brokers too (their heartbeat is negative)."""
+
+PROBE_CACHE_S = 1.0
+"""How long the outcome of a connect probe to an overdue broker is reused."""
+PROBE_TIMEOUT_S = 1.0
+"""A probe that neither connects nor is refused within this is inconclusive."""
+PROBE_WAIT_S = 0.2
+"""How long a cluster-view refresh waits for a probe; a slower one counts next time."""
+_GONE = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH})
+
+
+async def _connect_refused(host: str, port: int) -> bool:
+    """Whether a TCP connect to host:port is refused (nothing listens: the process is
+    gone) or the host is unreachable. A connect that succeeds or times out says no."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), PROBE_TIMEOUT_S)
+    except OSError as exc:
+        return exc.errno in _GONE or isinstance(exc, ConnectionRefusedError)
+    except Exception:
+        return False
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    return False
 
 
 class Broker:
@@ -86,6 +111,11 @@ class Broker:
         self._background: list[asyncio.Task[None]] = []
         self._brokers_cache: tuple[float, list[BrokerInfo]] = (0.0, [])
         self._fenced_lately: list[BrokerInfo] = []
+        self._suspects: frozenset[int] = frozenset()
+        self._probes: dict[tuple[str, int], tuple[float, asyncio.Task[bool]]] = {}
+        self._back_at = -1e9
+        """Monotonic time when this broker last woke from a stall long enough for the
+        others to suspect it (its heartbeat loop overslept `broker_zone_failover_ms`)."""
         self._stopped = asyncio.Event()
         self._registering = asyncio.Lock()
         self._coordinator_ok_since: float | None = None
@@ -152,17 +182,95 @@ class Broker:
                 brokers = [*brokers, self.self_info()]
             brokers.sort(key=lambda b: b.broker_id)
             self._fenced_lately = [f for f in fenced if f.broker_id != self.broker_id]
+            self._set_suspects(await self._find_suspects(brokers, now_ms), brokers)
             self._brokers_cache = (time.monotonic(), brokers)
         return brokers
+
+    def serving(self, brokers: list[BrokerInfo], zone: str | None) -> list[BrokerInfo]:
+        """The brokers (of `live_brokers()`) that serve clients of `zone`: Metadata leads
+        partitions over these and `still_leads` asks the same question."""
+        return zone_brokers(brokers, zone, self._suspects)
+
+    def suspects(self) -> frozenset[int]:
+        """Live brokers that look gone (as of the last `live_brokers` refresh): they stop
+        serving their zone, whose clients go to the other zones' brokers until the
+        suspect heartbeats again. Fencing still waits for the session timeout."""
+        return self._suspects
+
+    async def _find_suspects(self, brokers: list[BrokerInfo], now_ms: int) -> frozenset[int]:
+        """Brokers whose heartbeat is `broker_zone_failover_ms` old, or 1.5 heartbeat
+        intervals old with their advertised port refusing connections (a crashed process;
+        a paused one still accepts). See `lakelog.zones.suspected`."""
+        settings = self.settings
+        if settings.broker_zone_failover_ms <= 0:
+            return frozenset()
+        overdue_ms = settings.broker_heartbeat_interval_ms * 3 // 2
+        late_ms = max(settings.broker_zone_failover_ms, overdue_ms)
+        ok_since = self._coordinator_ok_since
+        trust_age = ok_since is not None and time.monotonic() - ok_since >= late_ms / 1000
+        probe = [
+            b
+            for b in brokers
+            if b.broker_id != self.broker_id
+            and b.last_heartbeat < now_ms - overdue_ms
+            and not (trust_age and b.last_heartbeat < now_ms - late_ms)
+        ]
+        refused: set[int] = set()
+        if probe:
+            answers = await asyncio.gather(*(self._refused(b.host, b.port) for b in probe))
+            refused = {b.broker_id for b, gone in zip(probe, answers, strict=True) if gone}
+        return suspected(
+            brokers,
+            now_ms,
+            late_ms=late_ms,
+            overdue_ms=overdue_ms,
+            trust_age=trust_age,
+            refused=refused,
+        )
+
+    async def _refused(self, host: str, port: int) -> bool:
+        """A connect probe's answer, shared and reused for PROBE_CACHE_S."""
+        key = (host, port)
+        now = time.monotonic()
+        cached = self._probes.get(key)
+        if cached is None or now - cached[0] > PROBE_CACHE_S:
+            task = asyncio.get_running_loop().create_task(_connect_refused(host, port))
+            cached = self._probes[key] = (now, task)
+        try:
+            return await asyncio.wait_for(asyncio.shield(cached[1]), PROBE_WAIT_S)
+        except Exception:
+            return False
+
+    def _set_suspects(self, suspects: frozenset[int], brokers: list[BrokerInfo]) -> None:
+        if suspects == self._suspects:
+            return
+        racks = {b.broker_id: b.rack for b in brokers}
+        for broker_id in sorted(suspects - self._suspects):
+            log.warning(
+                "broker %d (zone %s) looks gone: its zone is served by the other zones",
+                broker_id,
+                racks.get(broker_id),
+            )
+        for broker_id in sorted(self._suspects - suspects):
+            log.info("broker %d (zone %s) serves its zone again", broker_id, racks.get(broker_id))
+        self._suspects = suspects
 
     async def still_leads(self, topic_id: UUID, partition: int, zone: str | None) -> bool:
         """Whether Metadata names this broker the partition's leader for clients of that
         zone (True when the cluster view cannot be had: an outage refuses nothing)."""
         try:
-            brokers = zone_brokers(await self.live_brokers(), zone)
+            brokers = self.serving(await self.live_brokers(), zone)
         except Exception:
             return True
+        if zone and time.monotonic() - self._back_at < self._stall_grace_s():
+            # Just back from a stall the others took for a crash: the zone's clients were
+            # sent elsewhere meanwhile, and batches held through it (our heartbeat may be
+            # fresh again already) must not commit behind what they sent there since.
+            return False
         return partition_broker(brokers, topic_id, partition) == self.broker_id
+
+    def _stall_grace_s(self) -> float:
+        return self.settings.broker_heartbeat_interval_ms / 1000
 
     def fenced_lately(self) -> list[BrokerInfo]:
         """Brokers fenced for silence within `broker_fenced_linger_ms`, as of the last
@@ -216,8 +324,22 @@ class Broker:
 
     async def _heartbeat_loop(self) -> None:
         interval = self.settings.broker_heartbeat_interval_ms / 1000
+        # Slept this long: the others may have suspected us (their age counts from our
+        # last heartbeat, a little before this sleep began).
+        stalled_s = max(self.settings.broker_zone_failover_ms / 1000 - interval, 1.5 * interval)
         while True:
+            slept_from = time.monotonic()
             await asyncio.sleep(interval)
+            if self.settings.broker_zone_failover_ms > 0 and (
+                time.monotonic() - slept_from > stalled_s
+            ):
+                self._back_at = time.monotonic()
+                log.warning(
+                    "woke from a %.1fs stall: refusing plain producers' zone-routed batches "
+                    "for %.1fs",
+                    time.monotonic() - slept_from,
+                    self._stall_grace_s(),
+                )
             try:
                 error = await self.coordinator.heartbeat_broker(self.broker_id, self.broker_epoch)
                 if self._coordinator_ok_since is None:

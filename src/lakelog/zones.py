@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from uuid import UUID
 
 from lakelog.coordinator.interface import BrokerInfo
@@ -24,13 +24,49 @@ def client_zone(client_id: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def zone_brokers(brokers: Sequence[BrokerInfo], zone: str | None) -> list[BrokerInfo]:
-    """The live brokers of the client's zone; all of them when it has none (or no zone)."""
+def zone_brokers(
+    brokers: Sequence[BrokerInfo], zone: str | None, suspects: Collection[int] = ()
+) -> list[BrokerInfo]:
+    """The live brokers that serve a client of `zone`.
+
+    Its zone's brokers, leaving out `suspects` (brokers that look gone: see
+    `Broker.suspects`); when none of them is left, every other zone's unsuspected broker
+    (fast zone failover), and when nobody is, all of them. A client without a zone gets
+    all live brokers: suspicion steers only zone routing, not the session-based view."""
     if zone:
-        local = [b for b in brokers if b.rack == zone]
+        local = [b for b in brokers if b.rack == zone and b.broker_id not in suspects]
         if local:
             return local
+        healthy = [b for b in brokers if b.broker_id not in suspects]
+        if healthy:
+            return healthy
     return list(brokers)
+
+
+def suspected(
+    brokers: Sequence[BrokerInfo],
+    now_ms: int,
+    *,
+    late_ms: int,
+    overdue_ms: int,
+    trust_age: bool,
+    refused: Collection[int] = (),
+) -> frozenset[int]:
+    """The ids of live brokers that no longer count as serving their zone.
+
+    A broker is suspected when its last heartbeat is older than `late_ms` (only when
+    `trust_age`: right after a coordinator outage every heartbeat is old), or when it is
+    older than `overdue_ms` and a TCP connect to its advertised address was refused
+    (`refused`: nothing listens there, the process is gone). A broker heartbeating on
+    time is never suspected, so one late heartbeat or an address the brokers cannot
+    reach moves nothing. When every broker would be suspected, none is."""
+    out = frozenset(
+        b.broker_id
+        for b in brokers
+        if b.last_heartbeat < now_ms - overdue_ms
+        and ((trust_age and b.last_heartbeat < now_ms - late_ms) or b.broker_id in refused)
+    )
+    return frozenset() if len(out) >= len(brokers) else out
 
 
 def partition_broker(brokers: Sequence[BrokerInfo], topic_id: UUID, partition: int) -> int:

@@ -25,6 +25,8 @@ class SteadyProducer:
     error: BaseException | None = None
     fatal: str | None = None
     unflushed: int = -1
+    client_id: str | None = None
+    """Default `chaos-producer-<n>`; a `lakelog_az=<zone>` one pins it to a zone."""
 
     def __post_init__(self) -> None:
         self.thread = threading.Thread(target=self._run, name=f"producer-{self.n}", daemon=True)
@@ -40,7 +42,7 @@ class SteadyProducer:
             producer = Producer(
                 {
                     "bootstrap.servers": self.bootstrap,
-                    "client.id": f"chaos-producer-{self.n}",
+                    "client.id": self.client_id or f"chaos-producer-{self.n}",
                     "enable.idempotence": True,
                     "acks": "all",
                     "linger.ms": 5,

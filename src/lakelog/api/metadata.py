@@ -29,7 +29,7 @@ from lakelog.errors import ErrorCode
 from lakelog.outage import RateLimitedLog, is_outage
 from lakelog.protocol.frames import api_schema
 from lakelog.topics import topic_name_error
-from lakelog.zones import client_zone, partition_broker, zone_brokers
+from lakelog.zones import client_zone, partition_broker
 
 log = logging.getLogger(__name__)
 _capped = RateLimitedLog(log)
@@ -162,10 +162,18 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
                 creating = set(missing)
 
     all_brokers = await broker.live_brokers()
-    # Clients in a zone see only that zone's brokers, so no byte crosses zones.
-    brokers = zone_brokers(all_brokers, client_zone(ctx.client_id))
+    # Clients in a zone see only that zone's brokers, so no byte crosses zones; a zone
+    # whose brokers look gone is served by the other zones' (`Broker.suspects`).
+    zone = client_zone(ctx.client_id)
+    brokers = broker.serving(all_brokers, zone)
     broker_ids = tuple(sorted(b.broker_id for b in brokers))
-    named = [*brokers, *(b for b in broker.fenced_lately() if b.broker_id not in broker_ids)]
+    # Suspected brokers and brokers fenced lately stay named, leading nothing, so a zone
+    # client's requests in flight there are not resent elsewhere (`fenced_lately`).
+    named = list(brokers)
+    suspects = broker.suspects() if zone else frozenset()
+    for b in [*(b for b in all_brokers if b.broker_id in suspects), *broker.fenced_lately()]:
+        if all(n.broker_id != b.broker_id for n in named):
+            named.append(b)
 
     def describe(name: str | None, topic: TopicInfo | None, topic_id: Any = None) -> Any:
         if topic is None:

@@ -1,0 +1,150 @@
+"""Fast zone failover: SIGKILL the only broker of zone-a under a zone-a idempotent producer.
+
+Zone-a's clients are shown only zone-a's broker. Once it dies, the survivors suspect it
+within seconds (its heartbeat is overdue and its port refuses connections), so Metadata
+sends zone-a's clients to the other zones' brokers long before the 30 s session timeout
+fences it. Nothing acknowledged may be lost or written twice, and when the broker comes
+back, zone-a's clients are sent to it again.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from cluster_support import (
+    assert_dense,
+    assert_unique_values,
+    bootstrap_of,
+    high_watermarks,
+    metadata_view,
+    read_log,
+    start_cluster,
+    zone_client_id,
+)
+from e2e_fixtures import BrokerFactory
+from e2e_harness import create_topic, wait_until
+from steady_clients import SteadyProducer, healthy
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+PARTITIONS = 6
+RESUME_WITHIN_S = 10.0
+"""The requirement: a zone-pinned producer's produce resumes this soon after the kill."""
+RETURN_WITHIN_S = 10.0
+ENV: dict[str, object] = {
+    # The production defaults: failover must not come from a short session timeout.
+    "BROKER_SESSION_TIMEOUT_MS": 30_000,
+    "BROKER_HEARTBEAT_INTERVAL_MS": 2_000,
+    "BROKER_ZONE_FAILOVER_MS": 6_000,
+    "PRODUCE_COMMIT_INTERVAL_MS": 50,
+}
+
+
+@pytest.mark.timeout(180)
+def test_zone_failover(broker_factory: BrokerFactory, tmp_path: Path, topic_name: str) -> None:
+    brokers = start_cluster(broker_factory, tmp_path / "cluster", ZONES, env=ENV)
+    victim, survivors = brokers[0], brokers[1:]
+    bootstrap = bootstrap_of(brokers)
+    zone_a = zone_client_id("md-probe", "zone-a")
+    create_topic(brokers[0].bootstrap, topic_name, PARTITIONS)
+    view = metadata_view(bootstrap, zone_a, topic_name)
+    assert set(view.brokers) == {1}, view
+    assert set(view.leaders.values()) == {1}, view
+
+    # The producer bootstraps from every zone (as a DNS name for the cluster would), so it
+    # can ask another zone for Metadata once its own zone's broker is gone.
+    producer = SteadyProducer(
+        0, bootstrap, topic_name, PARTITIONS, client_id=zone_client_id("zone-producer", "zone-a")
+    )
+    producer.thread.start()
+    try:
+        wait_until(
+            lambda: len(producer.acks) >= 1000 or not healthy([producer]),
+            30,
+            "1000 acks before the kill",
+        )
+        assert healthy([producer]), (producer.error, producer.fatal)
+
+        # Anywhere in the victim's heartbeat interval: detection depends on the phase.
+        time.sleep(random.uniform(0, 2))
+        sent_at_kill = producer.sent
+        victim.kill()
+        killed_at = time.monotonic()
+
+        # Resumed: a record produced after the kill is acknowledged (by another zone).
+        def resumed() -> float | None:
+            late = [a[3] for a in producer.acks if int(a[0].split(b"-")[1]) >= sent_at_kill]
+            return min(late) if late else None
+
+        first = wait_until(
+            lambda: resumed() or not healthy([producer]), 30, "an ack after the kill"
+        )
+        assert healthy([producer]), (producer.error, producer.fatal)
+        resume_s = first - killed_at
+        print(f"zone-a's produce resumed {resume_s:.2f}s after the kill")
+        assert resume_s < RESUME_WITHIN_S, f"produce resumed only after {resume_s:.1f}s"
+
+        view = metadata_view(bootstrap_of(survivors), zone_a, topic_name)
+        assert set(view.leaders.values()) <= {2, 3}, view
+        logs = "".join(b.log_text() for b in survivors)
+        assert "broker 1 (zone zone-a) looks gone" in logs
+        assert "fenced broker 1" not in logs, "failover came from fencing, not suspicion"
+
+        # Produce on through the other zones for a while, then bring zone-a back.
+        wait_until(lambda: len(producer.acks) >= sent_at_kill + 1000, 30, "1000 acks more")
+        victim.start()
+        back_from = time.monotonic()
+        wait_until(
+            lambda: (
+                set(metadata_view(bootstrap_of(survivors), zone_a, topic_name).leaders.values())
+                == {1}
+            ),
+            RETURN_WITHIN_S,
+            "zone-a's broker to lead zone-a's partitions again",
+            interval=0.2,
+        )
+        print(
+            f"zone-a's broker served its zone again {time.monotonic() - back_from:.2f}s "
+            "after it answered"
+        )
+        view = metadata_view(victim.bootstrap, zone_a, topic_name)
+        assert set(view.brokers) == {1} and set(view.leaders.values()) == {1}, view
+
+        # And the producer goes back to it: records produced now are acknowledged.
+        sent_at_return = producer.sent
+        wait_until(
+            lambda: (
+                sum(1 for a in producer.acks if int(a[0].split(b"-")[1]) >= sent_at_return) >= 1000
+                or not healthy([producer])
+            ),
+            30,
+            "1000 acks after zone-a's broker returned",
+        )
+        assert healthy([producer]), (producer.error, producer.fatal)
+    finally:
+        producer.stop.set()
+        producer.thread.join(60)
+    assert not producer.thread.is_alive(), "the producer did not finish"
+    assert producer.error is None and producer.fatal is None, (producer.error, producer.fatal)
+    assert producer.unflushed == 0, f"{producer.unflushed} records never delivered"
+    assert not producer.failures, f"{len(producer.failures)} failed: {producer.failures[:5]}"
+
+    # Nothing acknowledged lost, nothing twice, each ack where the producer was told.
+    high = high_watermarks(bootstrap, "failover-reader", topic_name, PARTITIONS)
+    log = read_log(bootstrap, "failover-reader", topic_name, high)
+    assert_dense(log, high)
+    assert_unique_values(log)
+    stored = {value: (p, offset) for p, records in log.items() for offset, value in records}
+    acked = {value: (p, offset) for value, p, offset, _ in producer.acks}
+    assert len(acked) == len(producer.acks), "a record was acked twice"
+    lost = [v for v in acked if v not in stored]
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
+    moved = [(v, acked[v], stored[v]) for v in acked if acked[v] != stored[v]]
+    assert not moved, f"acked offsets differ from the log: {moved[:5]}"
+    assert set(stored) == set(acked), f"{len(set(stored) - set(acked))} unacked records"
+    for p, records in log.items():
+        ids = [int(v.split(b"-")[1]) for _, v in records]
+        assert ids == sorted(ids), f"partition {p}: records out of order"
+    assert all(b.alive() for b in brokers), [b.exit_codes for b in brokers]
