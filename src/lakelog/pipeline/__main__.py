@@ -3,7 +3,11 @@
 --storage-url s3://... --coordinator-url postgresql://...` (spark-submit's master then
 applies; `--master` is only needed outside spark-submit)."""
 
+import sys
+
+from lakelog import process_setup  # noqa: F401  (first: before kio imports Hypothesis)
+from lakelog.cli_common import run_cli
 from lakelog.pipeline.cli import pipeline_app
 
 if __name__ == "__main__":
-    pipeline_app(prog_name="lakelog pipeline")
+    sys.exit(run_cli(pipeline_app))

@@ -3,7 +3,9 @@ a summary table at the end. Job modules (and PySpark) are imported only when a j
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,8 +20,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.progress import Progress as RichBar
-from rich.table import Table
 
+from lakelog.cli_common import UserError, describe, print_json, print_table
 from lakelog.cli_options import (
     CoordinatorUrlOption,
     DataDirOption,
@@ -35,12 +37,12 @@ pipeline_app = typer.Typer(
     no_args_is_help=True,
 )
 console = Console(stderr=True)
-out = Console()
 
 MasterOption = Annotated[
     str | None,
     typer.Option(help="Spark master URL (default: local[*]; under spark-submit, its own)."),
 ]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Plan and report, but change and delete nothing.")
 ]
@@ -75,15 +77,49 @@ class RichProgress:
         self._end_stage()
 
 
-def print_summary(summary: JobSummary) -> None:
+def print_summary(summary: JobSummary, as_json: bool = False) -> None:
+    """The job's figures: a table (plain padded lines off a terminal) or JSON."""
+    if as_json:
+        print_json(
+            {
+                "job": summary.job,
+                "dry_run": summary.dry_run,
+                "nothing_to_do": summary.nothing_to_do,
+                "spark_started": summary.spark_seconds is not None,
+                "figures": dict(summary.rows()),
+            }
+        )
+        return
     title = f"lakelog pipeline {summary.job}" + (" (dry run)" if summary.dry_run else "")
-    out.print(title, style="bold", soft_wrap=True)
-    table = Table()
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for name, value in summary.rows():
-        table.add_row(name, value)
-    out.print(table)
+    if summary.nothing_to_do:
+        title += ": nothing to do" + (
+            ", Spark not started" if summary.spark_seconds is None else ""
+        )
+    print_table(["figure", "value"], summary.rows(), title=title)
+
+
+def job_settings(
+    data_dir: Path | None,
+    storage_url: str | None,
+    coordinator_url: str | None,
+    master: str | None,
+    **extra: Any,
+) -> Settings:
+    """The job's settings, checked before anything is opened: a bad value, an unknown
+    Spark master, or a cluster that is not there (no coordinator file at --data-dir) is a
+    one-line UserError, and nothing is created."""
+    from lakelog.pipeline.session import check_master
+    from lakelog.preflight import check_existing_cluster
+
+    try:
+        check_master(master)
+    except ValueError as exc:
+        raise UserError(exc) from exc
+    settings = build_settings(
+        data_dir=data_dir, storage_url=storage_url, coordinator_url=coordinator_url, **extra
+    )
+    check_existing_cluster(settings)
+    return settings
 
 
 def run_job(
@@ -91,9 +127,40 @@ def run_job(
     master: str | None,
     dry_run: bool,
     job: Callable[[JobContext], JobSummary],
+    as_json: bool = False,
 ) -> JobSummary:
-    """Run one job with a live progress display and print its summary; errors end the
-    command with status 1 and a one-line message, not a traceback."""
+    """Run one job (with a live progress display on a terminal) and print its summary,
+    whose time counts everything from here on, Spark start-up included (also shown on
+    its own). Errors end the command with one `error:` line (UserError)."""
+    started = time.monotonic()
+    context = JobContext(settings, master=master, dry_run=dry_run)
+    try:
+        context.__enter__()
+    except Exception as exc:
+        context.__exit__(None, None, None)
+        raise UserError(f"cannot open the cluster's coordinator: {describe(exc)}") from exc
+    try:
+        with _progress(context):
+            summary = job(context)
+    except PipelineError as exc:
+        raise UserError(exc) from exc
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{type(exc).__name__}: {describe(exc)}") from exc
+    finally:
+        context.__exit__(None, None, None)
+    summary.seconds = time.monotonic() - started
+    summary.spark_seconds = context.spark_seconds
+    print_summary(summary, as_json)
+    return summary
+
+
+@contextlib.contextmanager
+def _progress(ctx: JobContext) -> Iterator[None]:
+    """A rich progress display (one bar per stage; a spinner while Spark starts) when
+    stderr is a terminal; nothing otherwise, so logs and errors stay one line each."""
+    if not console.is_terminal:
+        yield
+        return
     bar = RichBar(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -104,26 +171,20 @@ def run_job(
         transient=False,
     )
     progress = RichProgress(bar)
-    try:
-        with bar, JobContext(settings, master=master, dry_run=dry_run, progress=progress) as ctx:
-            summary = job(ctx)
-            progress.close()
-    except PipelineError as exc:
-        console.print(f"[red]Error:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    except (OSError, ValueError) as exc:
-        console.print(f"[red]Error:[/red] {type(exc).__name__}: {exc}")
-        raise typer.Exit(1) from exc
-    print_summary(summary)
-    return summary
+    ctx.progress = progress
+    with bar:
+        yield
+        progress.close()
 
 
 def _settings(
-    data_dir: Path | None, storage_url: str | None, coordinator_url: str | None, **extra: Any
+    data_dir: Path | None,
+    storage_url: str | None,
+    coordinator_url: str | None,
+    master: str | None = None,
+    **extra: Any,
 ) -> Settings:
-    return build_settings(
-        data_dir=data_dir, storage_url=storage_url, coordinator_url=coordinator_url, **extra
-    )
+    return job_settings(data_dir, storage_url, coordinator_url, master, **extra)
 
 
 @pipeline_app.command()
@@ -133,6 +194,7 @@ def gc(
     coordinator_url: CoordinatorUrlOption = None,
     master: MasterOption = None,
     dry_run: DryRunOption = False,
+    as_json: JsonOption = False,
     orphan_grace_ms: Annotated[
         int | None,
         typer.Option(
@@ -143,14 +205,16 @@ def gc(
     ] = None,
 ) -> None:
     """Delete orphaned objects and files marked for deletion past their grace period."""
-    settings = _settings(data_dir, storage_url, coordinator_url, gc_orphan_grace_ms=orphan_grace_ms)
+    settings = _settings(
+        data_dir, storage_url, coordinator_url, master, gc_orphan_grace_ms=orphan_grace_ms
+    )
 
     def job(ctx: JobContext) -> JobSummary:
         from lakelog.pipeline.gc import run_gc
 
         return run_gc(ctx)
 
-    run_job(settings, master, dry_run, job)
+    run_job(settings, master, dry_run, job, as_json)
 
 
 @pipeline_app.command()
@@ -160,6 +224,7 @@ def merge(
     coordinator_url: CoordinatorUrlOption = None,
     master: MasterOption = None,
     dry_run: DryRunOption = False,
+    as_json: JsonOption = False,
     min_age_ms: Annotated[
         int | None,
         typer.Option(
@@ -176,6 +241,7 @@ def merge(
         data_dir,
         storage_url,
         coordinator_url,
+        master,
         merge_min_age_ms=min_age_ms,
         merge_target_bytes=target_bytes,
     )
@@ -185,7 +251,7 @@ def merge(
 
         return run_merge(ctx)
 
-    run_job(settings, master, dry_run, job)
+    run_job(settings, master, dry_run, job, as_json)
 
 
 @pipeline_app.command()
@@ -195,16 +261,17 @@ def retention(
     coordinator_url: CoordinatorUrlOption = None,
     master: MasterOption = None,
     dry_run: DryRunOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Enforce retention.ms / retention.bytes on every partition (the broker's rules)."""
-    settings = _settings(data_dir, storage_url, coordinator_url)
+    settings = _settings(data_dir, storage_url, coordinator_url, master)
 
     def job(ctx: JobContext) -> JobSummary:
         from lakelog.pipeline.retention import run_retention
 
         return run_retention(ctx)
 
-    run_job(settings, master, dry_run, job)
+    run_job(settings, master, dry_run, job, as_json)
 
 
 @pipeline_app.command()
@@ -218,16 +285,17 @@ def compact(
     coordinator_url: CoordinatorUrlOption = None,
     master: MasterOption = None,
     dry_run: DryRunOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Keep the latest record per key on compacted topics, at its original offset."""
-    settings = _settings(data_dir, storage_url, coordinator_url)
+    settings = _settings(data_dir, storage_url, coordinator_url, master)
 
     def job(ctx: JobContext) -> JobSummary:
         from lakelog.pipeline.compact import run_compact
 
         return run_compact(ctx, topics or None)
 
-    run_job(settings, master, dry_run, job)
+    run_job(settings, master, dry_run, job, as_json)
 
 
 @pipeline_app.command()
@@ -238,13 +306,14 @@ def export(
     storage_url: StorageUrlOption = None,
     coordinator_url: CoordinatorUrlOption = None,
     master: MasterOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Export topics to Parquet (by topic and date), from the last exported offsets on."""
-    settings = _settings(data_dir, storage_url, coordinator_url)
+    settings = _settings(data_dir, storage_url, coordinator_url, master)
 
     def job(ctx: JobContext) -> JobSummary:
         from lakelog.pipeline.export import run_export
 
-        return run_export(settings, topics, output, ctx.progress, spark=ctx.spark)
+        return run_export(settings, topics, output, ctx.progress, spark_factory=lambda: ctx.spark)
 
-    run_job(settings, master, False, job)
+    run_job(settings, master, False, job, as_json)

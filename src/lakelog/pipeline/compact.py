@@ -112,6 +112,7 @@ def run_compact(ctx: JobContext, names: Sequence[str] | None) -> JobSummary:
             if job is not None:
                 jobs.append(job)
     summary.partitions = len(jobs)
+    summary.nothing_to_do = not jobs  # run_in_waves starts no Spark session for no work
     summary.details["topics"] = len(chosen)
     ctx.progress.stage("compacting partitions", total=len(jobs))
     totals: dict[str, int] = {

@@ -5,6 +5,7 @@ session (built on first use, so jobs that need none never start a JVM)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,6 +46,8 @@ class JobContext:
         self._runner: asyncio.Runner | None = None
         self._coordinator: BatchCoordinator | None = None
         self._storage: ObjectStorage | None = None
+        self.spark_seconds: float | None = None
+        """How long this job waited for its Spark session (None: it needed none)."""
 
     def __enter__(self) -> JobContext:
         self._runner = asyncio.Runner()
@@ -97,8 +100,11 @@ class JobContext:
             active = SparkSession.getActiveSession()
             if active is not None:  # e.g. a notebook's: use it, and leave it running
                 self._spark = active
+                self.spark_seconds = 0.0
                 return active
             self.progress.stage("starting Spark")
+            started = time.monotonic()
             self._spark = build_session(self.master)
+            self.spark_seconds = time.monotonic() - started
             self._own_spark = True
         return self._spark

@@ -27,7 +27,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +93,7 @@ class ExportSummary(JobSummary):
             ("files written", f"{self.files:,}"),
             ("bytes written", f"{self.bytes_written:,}"),
             ("offsets lost before export", f"{self.offsets_lost:,}"),
-            ("time", f"{self.seconds:.2f} s"),
+            *self.timing_rows(),
         ]
 
 
@@ -274,12 +274,15 @@ def run_export(
     progress: Progress | None = None,
     *,
     spark: SparkSession | None = None,
+    spark_factory: Callable[[], SparkSession] | None = None,
     max_offsets_per_file: int = DEFAULT_MAX_OFFSETS_PER_FILE,
 ) -> ExportSummary:
     """Export the topics' committed records written since the last run to `output`.
 
-    Unknown topics raise ValueError (nothing is written). `spark`: the session to run on
-    (default: the pipeline's, built or reused by `lakelog.pipeline.session`)."""
+    Unknown topics raise ValueError (nothing is written, no directory created). `spark`:
+    the session to run on, or `spark_factory` to build one only when there are new records
+    (default: the pipeline's, built or reused by `lakelog.pipeline.session`); with nothing
+    new, no session is started."""
     progress = progress or NullProgress()
     summary = ExportSummary("export")
     if not topics:
@@ -290,7 +293,6 @@ def run_export(
     if connection.storage_url.startswith("memory:"):
         raise ValueError("export needs a shared object store: memory:// is per process")
     fs, root = _filesystem(output)
-    fs.create_dir(root, recursive=True)
     state = read_state(fs, root)
 
     progress.stage("planning")
@@ -306,7 +308,10 @@ def run_export(
     summary.ranges = len(tasks)
 
     _remove_unrecorded(fs, root, starts)
+    summary.nothing_to_do = not tasks
     if tasks:
+        if spark is None and spark_factory is not None:
+            spark = spark_factory()
         if spark is None:
             from lakelog.pipeline.session import build_session
 
@@ -321,6 +326,7 @@ def run_export(
         summary.bytes_written = sum(r.bytes_written for r in results)
         summary.objects_written = summary.files
     state["topics"] = {**state["topics"], **next_offsets}
+    fs.create_dir(root, recursive=True)
     write_state(fs, root, state)
     summary.next_offsets = {t: dict(v["next"]) for t, v in next_offsets.items()}
     return summary.finish()  # type: ignore[return-value]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from lakelog.pipeline.context import JobContext
 from lakelog.pipeline.distribute import run_in_waves
-from lakelog.pipeline.listing import ListRange, list_ranges, plan_listing
+from lakelog.pipeline.listing import ListRange, is_local, list_range, list_ranges, plan_listing
 from lakelog.pipeline.object_io import run_async
 from lakelog.pipeline.planning import (
     ListedObject,
@@ -56,6 +56,7 @@ def run_gc(ctx: JobContext) -> JobSummary:
     summary.details["orphans found"] = len(orphans)
     summary.details["marked files due"] = len(marked)
     summary.details["unknown but young"] = len(unknown) - len(orphans)
+    summary.nothing_to_do = not orphans and not marked
     if ctx.dry_run:
         summary.details["bytes to delete"] = sum(o.size for o in orphans) + sum(
             f.size for f in marked
@@ -78,7 +79,12 @@ def run_gc(ctx: JobContext) -> JobSummary:
 
 
 def _list_unknown(ctx: JobContext, known: list[str]) -> tuple[int, list[ListedObject]]:
-    """(objects listed, those the coordinator does not know)."""
+    """(objects listed, those the coordinator does not know). A local store is listed on
+    the driver (one directory walk, as one Spark task would do it), so a gc that finds
+    nothing to delete starts no Spark session; remote stores are listed by Spark tasks
+    over key ranges."""
+    if is_local(ctx.storage_url):
+        return _list_unknown_here(ctx, frozenset(known))
     context = ctx.spark.sparkContext
     ranges = plan_listing(
         ctx.storage, ctx.storage_url, int(time.time() * 1000), context.defaultParallelism
@@ -95,6 +101,18 @@ def _list_unknown(ctx: JobContext, known: list[str]) -> tuple[int, list[ListedOb
         return listed, unknown
     finally:
         shared.unpersist()
+
+
+def _list_unknown_here(ctx: JobContext, known: frozenset[str]) -> tuple[int, list[ListedObject]]:
+    ranges = plan_listing(ctx.storage, ctx.storage_url, int(time.time() * 1000), 1)
+    ctx.progress.stage("listing objects", total=len(ranges))
+    listed, unknown = 0, []
+    for key_range in ranges:
+        objects = list_range(ctx.storage, key_range)
+        listed += len(objects)
+        unknown.extend(o for o in objects if o.key not in known)
+        ctx.progress.advance()
+    return listed, unknown
 
 
 def list_unknown(

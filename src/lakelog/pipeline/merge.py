@@ -75,6 +75,9 @@ def run_merge(ctx: JobContext) -> JobSummary:
         summary.details["bytes to rewrite"] = sum(p.size for p in plans)
         summary.details["batches to move"] = len(batches)
         return summary.finish()
+    if not plans:  # nothing to merge: no Spark session
+        summary.nothing_to_do = True
+        return summary.finish()
 
     groups = group_plans(plans, ctx.spark.sparkContext.defaultParallelism)
     ctx.progress.stage("writing segments", total=len(groups))

@@ -48,6 +48,11 @@ class JobSummary:
     batches_moved: int = 0
     partitions: int = 0
     seconds: float = 0.0
+    """Wall time of the whole job, Spark start-up included."""
+    spark_seconds: float | None = None
+    """Of which waiting for the Spark session; None when the job started none."""
+    nothing_to_do: bool = False
+    """The plan found no work (so no Spark session was needed for it)."""
     details: dict[str, int | float | str] = field(default_factory=dict)
     """Job-specific figures (e.g. orphans found, records dropped)."""
     started: float = field(default_factory=time.monotonic, repr=False)
@@ -68,8 +73,12 @@ class JobSummary:
             ("partitions", f"{self.partitions:,}"),
         ]
         rows += [(name, _fmt(value)) for name, value in self.details.items()]
-        rows.append(("time", f"{self.seconds:.2f} s"))
-        return rows
+        return rows + self.timing_rows()
+
+    def timing_rows(self) -> list[tuple[str, str]]:
+        """Spark start-up (its own line) and the whole time, start-up included."""
+        spark = "not started" if self.spark_seconds is None else f"{self.spark_seconds:.2f} s"
+        return [("Spark start-up", spark), ("time", f"{self.seconds:.2f} s")]
 
 
 def _fmt(value: int | float | str) -> str:

@@ -23,6 +23,7 @@ def run_retention(ctx: JobContext) -> JobSummary:
     topics = ctx.run(ctx.coordinator.get_topics(None))
     policies = retention_policies(topics, ctx.settings)
     summary.partitions = len(policies)
+    summary.nothing_to_do = not policies
     summary.details["topics"] = len(topics)
     if ctx.dry_run:
         infos = ctx.run(

@@ -7,6 +7,7 @@ broker and the rest of the CLI never load it."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,22 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+_MASTER = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?"
+    r"|local-cluster\[\d+,\s*\d+,\s*\d+\]"
+    r"|yarn"
+    r"|(spark|k8s|mesos)://\S+"
+)
+MASTER_FORMS = (
+    "local, local[N], local[*], local[N,M], spark://HOST:PORT, yarn, k8s://..., mesos://..."
+)
+
+
+def check_master(master: str | None) -> None:
+    """ValueError unless `master` is a Spark master URL Spark accepts (None: the default),
+    so a typo ends before a JVM starts."""
+    if master is not None and not _MASTER.fullmatch(master.strip()):
+        raise ValueError(f"unknown Spark master {master!r}: use {MASTER_FORMS}")
 
 
 def under_spark_submit() -> bool:
