@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from lakelog import process_setup  # noqa: F401  (first: before kio imports Hypothesis)
 from lakelog.cli_cluster import cluster_app
 from lakelog.cli_common import UserError, describe, run_cli, set_debug
 from lakelog.cli_configs import configs
