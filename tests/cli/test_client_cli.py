@@ -1,0 +1,305 @@
+"""`lakelog topics|groups|mirror|cost` as an operator runs them: child processes of the
+installed `lakelog` against real brokers, stdout piped (so never a terminal).
+
+- `-b` is accepted before and after the subcommand, and the bootstrap list is walked;
+- every client-side mistake exits non-zero with exactly one `error:` line on stderr and no
+  traceback, and leaves nothing behind in the working directory;
+- tables piped to another program are plain, complete lines (a 100+ character name whole);
+- `topics describe` shows the recorded replication factor;
+- `mirror add-topics` takes literal topics and patterns in one go, or changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_fixtures import FAST_COMMITS, warn_tracebacks
+from e2e_harness import BrokerProcess, create_topic, wait_until
+
+pytestmark = pytest.mark.e2e
+
+LAKELOG = Path(sys.executable).with_name("lakelog")
+DEAD = "127.0.0.1:1"
+"""Nothing listens on port 1."""
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """The cluster most commands talk to; with /metrics, for `cost`."""
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("cli-source") / "data",
+        env=FAST_COMMITS,
+        metrics=True,
+        name="source",
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.close()
+        warn_tracebacks(proc)
+
+
+@pytest.fixture(scope="module")
+def dest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A second cluster, the destination of mirrors of `source`."""
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("cli-dest") / "data", env=FAST_COMMITS, name="dest"
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.close()
+        warn_tracebacks(proc)
+
+
+def lakelog(
+    *args: str, cwd: Path | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
+    return subprocess.run(
+        [str(LAKELOG), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**env, "COLUMNS": "80", "NO_COLOR": "1"},
+    )
+
+
+def ok(*args: str) -> subprocess.CompletedProcess[str]:
+    done = lakelog(*args)
+    assert done.returncode == 0, f"lakelog {' '.join(args)}\n{done.stdout}\n{done.stderr}"
+    assert "Traceback" not in done.stderr
+    return done
+
+
+def ok_json(*args: str) -> Any:
+    return json.loads(ok(*args, "--json").stdout)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------- where the cluster is
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["topics", "list"], ["groups", "list"], ["mirror", "list"]],
+    ids=lambda c: c[0],
+)
+def test_bootstrap_before_and_after_the_subcommand(
+    source: BrokerProcess, command: list[str]
+) -> None:
+    group, sub = command
+    before = ok(group, "--bootstrap-server", source.bootstrap, sub)
+    after = ok(group, sub, "-b", source.bootstrap)
+    assert before.stdout == after.stdout
+
+
+def test_cost_takes_the_bootstrap_and_finds_the_metrics(source: BrokerProcess) -> None:
+    report = ok_json("cost", "-b", source.bootstrap, "--since-start")
+    assert report["brokers"] == [f"http://127.0.0.1:{source.metrics_port}/metrics"]
+    walked = ok_json("cost", "--since-start", "--bootstrap-server", f"{DEAD},{source.bootstrap}")
+    assert walked["brokers"] == report["brokers"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["topics", "list"],
+        ["topics", "describe"],
+        ["groups", "list"],
+        ["mirror", "list"],
+        ["cluster", "status"],
+    ],
+    ids=" ".join,
+)
+def test_the_bootstrap_list_is_walked(source: BrokerProcess, command: list[str]) -> None:
+    walked = ok(*command, "-b", f"{DEAD},{source.bootstrap}")
+    assert walked.stdout == ok(*command, "-b", source.bootstrap).stdout
+
+
+# ---------------------------------------------------------------- mistakes
+
+
+MISTAKES: list[tuple[list[str], str]] = [
+    (["cluster", "status", "-b", DEAD], "cannot reach"),
+    (["topics", "list", "-b", "host:notaport"], "HOST:PORT"),
+    (["topics", "-b", "host:notaport", "list"], "HOST:PORT"),
+    (["groups", "list", "--state", "Bogus", "-b", "{source}"], "valid states are"),
+    (["mirror", "-b", "{dest}", "create", "{name}", "--source", DEAD], "unreachable"),
+    (["mirror", "-b", "{dest}", "create", "{name}", "--source", "nohost"], "HOST:PORT"),
+    (["mirror", "-b", "{dest}", "describe", "{name}"], "RESOURCE_NOT_FOUND"),
+    (["mirror", "-b", "{dest}", "add-topics", "{name}", "orders"], "no mirror named"),
+    (["mirror", "-b", "{dest}", "add-topics", "{name}", "bad("], "bad topic pattern"),
+    (["mirror", "-b", "{dest}", "add-topics", "{name}"], "name topics or patterns"),
+    (["topics", "describe", "{name}", "-b", "{source}"], "does not exist"),
+    (["topics", "delete", "{name}", "-b", "{source}"], "does not exist"),
+    (["topics", "create", "{name}", "--config", "nothing", "-b", "{source}"], "NAME=VALUE"),
+    (["topics", "create", "bad/name", "-b", "{source}"], "INVALID_TOPIC_EXCEPTION"),
+    (["groups", "describe", "{name}", "-b", "{source}"], "does not exist"),
+    (["groups", "delete", "{name}", "-b", "{source}"], "GROUP_ID_NOT_FOUND"),
+    (["groups", "reset-offsets", "{name}", "--to-earliest", "-b", "{source}"], "--all-topics"),
+    (["cost", "--metrics", DEAD, "--since-start", "--uptime-seconds", "5"], "cannot scrape"),
+    (["cost", "-b", DEAD], "cannot reach"),
+    (["topics", "lst", "-b", "{source}"], "No such command"),
+]
+
+
+@pytest.mark.parametrize(("args", "says"), MISTAKES, ids=lambda v: " ".join(v[:3]))
+def test_a_mistake_is_one_line(
+    source: BrokerProcess, dest: BrokerProcess, tmp_path: Path, args: list[str], says: str
+) -> None:
+    name = unique("missing")
+    argv = [a.format(source=source.bootstrap, dest=dest.bootstrap, name=name) for a in args]
+    done = lakelog(*argv, cwd=tmp_path)
+    assert done.returncode != 0, done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: ") and says in lines[0], lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_create_with_an_unreachable_source_creates_nothing(dest: BrokerProcess) -> None:
+    name = unique("nowhere")
+    assert lakelog("mirror", "-b", dest.bootstrap, "create", name, "--source", DEAD).returncode
+    assert name not in {m["mirror"] for m in ok_json("mirror", "list", "-b", dest.bootstrap)}
+
+
+# ---------------------------------------------------------------- output
+
+
+def test_piped_tables_are_whole_lines(source: BrokerProcess) -> None:
+    topic = unique("t" * 120)
+    group = unique("g" * 120)
+    create_topic(source.bootstrap, topic, 2)
+    b = source.bootstrap
+    ok("groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute", "-b", b)
+
+    described = ok("groups", "describe", group, "-b", b).stdout.splitlines()
+    assert described[0].split() == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    rows = [line.split() for line in described[1:]]
+    assert [r[:6] for r in rows] == [[group, topic, str(p), "0", "0", "0"] for p in (0, 1)]
+    assert all(len(r) == 9 for r in rows), rows  # '-' for nothing: awk sees every field
+
+    listed = ok("groups", "list", "-b", b).stdout.splitlines()
+    assert [group, "Empty", "-"] in [line.split() for line in listed]
+    assert any(
+        line.split()[0] == topic
+        for line in ok("topics", "list", "-b", b).stdout.split("\n")
+        if line
+    )
+
+    state = ok("groups", "describe", group, "--state", "-b", b).stdout.splitlines()
+    assert state[1].split()[0] == group
+
+
+def test_topics_describe_shows_the_recorded_replication_factor(source: BrokerProcess) -> None:
+    topic = unique("rf")
+    ok(
+        "topics",
+        "create",
+        topic,
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "3",
+        "--config",
+        "retention.ms=86400000",
+        "-b",
+        source.bootstrap,
+    )
+    text = ok("topics", "describe", topic, "-b", source.bootstrap).stdout
+    assert "ReplicationFactor: 3\t" in text and "Configs: retention.ms=86400000" in text
+    assert "lakelog.replication.factor" not in text
+    [described] = ok_json("topics", "describe", topic, "-b", source.bootstrap)
+    assert described["replication_factor"] == 3
+    assert described["partition_count"] == 2
+    assert described["configs"] == {"retention.ms": "86400000"}
+    assert [p["partition"] for p in described["partitions"]] == [0, 1]
+
+
+# ---------------------------------------------------------------- mirror topics and patterns
+
+
+def _definition(dest: BrokerProcess, name: str) -> tuple[list[str], list[str]]:
+    settings = ok_json("mirror", "describe", name, "-b", dest.bootstrap)["settings"]
+    return json.loads(settings["topics"]), json.loads(settings["topic.patterns"])
+
+
+def _mirrored(dest: BrokerProcess, name: str) -> set[str]:
+    partitions = ok_json("mirror", "describe", name, "-b", dest.bootstrap)["partitions"]
+    return {p["topic"] for p in partitions}
+
+
+def test_add_topics_takes_literals_and_patterns(source: BrokerProcess, dest: BrokerProcess) -> None:
+    tag = uuid.uuid4().hex[:8]
+    orders, payments = f"orders-{tag}", f"payments-{tag}.eu"
+    for topic in (orders, payments):
+        create_topic(source.bootstrap, topic, 1)
+    name = f"dr-{tag}"
+    ok(
+        "mirror",
+        "--bootstrap-server",
+        dest.bootstrap,
+        "create",
+        name,
+        "--source",
+        f"{DEAD},{source.bootstrap}",
+    )
+
+    # A literal that is missing on the source refuses the whole command: nothing stored.
+    refused = lakelog(
+        "mirror",
+        "-b",
+        dest.bootstrap,
+        "add-topics",
+        name,
+        orders,
+        f"payments-{tag}.*",
+        f"nope-{tag}",
+    )
+    assert refused.returncode == 1 and f"nope-{tag}" in refused.stderr, refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
+    assert _definition(dest, name) == ([], [])
+
+    # The README's form: a literal and a pattern in one go.
+    ok(
+        "mirror",
+        "--bootstrap-server",
+        dest.bootstrap,
+        "add-topics",
+        name,
+        orders,
+        f"payments-{tag}.*",
+    )
+    assert _definition(dest, name) == ([orders], [f"payments-{tag}.*"])
+    wait_until(lambda: _mirrored(dest, name) == {orders, payments}, 30, "both topics mirrored")
+
+    ok("mirror", "add-topics", name, "--pattern", f"later-{tag}.*", "-b", dest.bootstrap)
+    assert _definition(dest, name) == ([orders], [f"payments-{tag}.*", f"later-{tag}.*"])
+    failed_over = ok("mirror", "remove-topics", name, orders, "-b", dest.bootstrap)
+    assert "failed over" in failed_over.stdout
