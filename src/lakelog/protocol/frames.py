@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -131,6 +131,28 @@ def encode_response(
     out.write(b"\x00\x00\x00\x00")
     out.write(response_header(correlation_id, header_flexible))
     schema.write_response(out, response)
+    data = out.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    del data
+    return out.getvalue()
+
+
+async def encode_response_sliced(
+    schema: ApiSchema,
+    correlation_id: int,
+    response: Any,
+    *,
+    header_flexible: bool,
+    pause: Callable[[], Awaitable[None]],
+) -> bytes:
+    """`encode_response` for a response with a long top-level array: the same bytes, with
+    `pause()` between slices so other connections are served meanwhile (`sliced`)."""
+    from lakelog.protocol.sliced import write_sliced
+
+    out = io.BytesIO()
+    out.write(b"\x00\x00\x00\x00")
+    out.write(response_header(correlation_id, header_flexible))
+    await write_sliced(out, response, pause)
     data = out.getbuffer()
     _SIZE.pack_into(data, 0, len(data) - 4)
     del data
