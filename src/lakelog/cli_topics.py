@@ -43,7 +43,7 @@ def parse_configs(pairs: list[str], param: str = "--config") -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
-            raise UserError(f"{param}: expected NAME=VALUE, got {pair!r}")
+            raise UserError(f"{param}: expected NAME=VALUE, got {pair!r}", exit_code=2)
         configs[name.strip()] = value.strip()
     return configs
 

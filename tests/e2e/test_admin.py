@@ -512,7 +512,9 @@ def test_cli_create_list_describe_delete(shared_broker: BrokerProcess, topic_nam
     assert described.returncode == 0, described.stderr
     assert "PartitionCount: 3" in described.stdout
     assert "cleanup.policy=compact,retention.ms=60000" in described.stdout
-    assert described.stdout.count("│ 0 ") + described.stdout.count("│ 2 ") >= 2
+    # Piped, the partition table is plain lines: "PARTITION LEADER REPLICAS ISR" rows.
+    rows = [line.split() for line in described.stdout.splitlines()]
+    assert {row[0] for row in rows if row and row[0].isdigit()} == {"0", "1", "2"}
 
     again = _cli(bootstrap, "create", topic_name)
     assert again.returncode == 1
@@ -528,7 +530,7 @@ def test_cli_create_list_describe_delete(shared_broker: BrokerProcess, topic_nam
     assert topic_name not in _cli(bootstrap, "list").stdout.split()
     missing = _cli(bootstrap, "delete", topic_name)
     assert missing.returncode == 1
-    assert "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+    assert "does not exist" in missing.stderr
     assert _cli(bootstrap, "delete", topic_name, "--if-exists").returncode == 0
 
 
@@ -537,7 +539,8 @@ def test_cli_errors(shared_broker: BrokerProcess, topic_name: str) -> None:
     assert bad.returncode == 1
     assert "INVALID_TOPIC_EXCEPTION" in bad.stderr
     bad_config = _cli(shared_broker.bootstrap, "create", topic_name, "--config", "retention.ms")
-    assert bad_config.returncode == 2
+    assert bad_config.returncode == 2  # a usage error, as click reports them
+    assert bad_config.stderr.startswith("error: ") and bad_config.stderr.count("\n") == 1
     unreachable = _cli("127.0.0.1:1", "list")
     assert unreachable.returncode == 1
     assert "cannot reach" in unreachable.stderr

@@ -34,6 +34,7 @@ from lakelog.coordinator.interface import (
     DeleteRecordsResult,
 )
 from lakelog.errors import ErrorCode
+from lakelog.pacing import paced
 from lakelog.topic_config import validate
 
 MAX_TOPIC_NAME_LENGTH = 249
@@ -392,7 +393,7 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
         wanted = [(name, None) for name in request.topic_names]
     results: list[Any] = [None] * len(wanted)
     names: list[tuple[int, str]] = []
-    for i, (name, topic_id) in enumerate(wanted):
+    async for i, (name, topic_id) in paced(enumerate(wanted)):
         if topic_id is not None and topic_id.int == 0:
             topic_id = None
         if name is not None and topic_id is not None:

@@ -20,6 +20,7 @@ from lakelog.api.registry import handles
 from lakelog.config import Settings
 from lakelog.coordinator.interface import AlterTopicConfigsRequest
 from lakelog.errors import ErrorCode
+from lakelog.pacing import paced
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -474,7 +475,7 @@ async def _mirror_entries(ctx: RequestContext, resource: Any) -> list[ConfigEntr
 async def describe_configs(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     results = []
-    for resource in request.resources:
+    async for resource in paced(request.resources):
         error: ErrorCode = ErrorCode.none
         message: str | None = None
         configs: tuple[Any, ...] = ()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Coroutine
@@ -19,6 +18,7 @@ from lakelog.api.registry import HANDLERS, PASSES_AT_START
 from lakelog.errors import ErrorCode
 from lakelog.net.server import Buffers, CloseConnection, Turn
 from lakelog.outage import RateLimitedLog
+from lakelog.pacing import Pacer
 from lakelog.protocol.frames import (
     API_VERSIONS_KEY,
     ApiSchema,
@@ -182,12 +182,16 @@ class Dispatcher:
 async def _encode_sliced(
     schema: ApiSchema, correlation_id: int, response: Any, header_flexible: bool, api_name: str
 ) -> bytes:
-    """`_encode` for a response with a long top-level array, yielding to the loop between
-    slices: encoding 30,000 DescribeGroups entries in one piece held everyone else up for
-    150 ms (`lakelog.protocol.sliced`)."""
+    """`_encode` for a response with a long top-level array, yielding to the loop every few
+    milliseconds: encoding 30,000 DescribeGroups entries in one piece held everyone else up
+    for 150 ms (`lakelog.protocol.sliced`)."""
     try:
         return await encode_response_sliced(
-            schema, correlation_id, response, header_flexible=header_flexible, pause=_yield
+            schema,
+            correlation_id,
+            response,
+            header_flexible=header_flexible,
+            pause=Pacer().tick,
         )
     except OutOfBoundValue as exc:
         _clipped.warning("%s: clipping strings of a response: %s", api_name, exc)
@@ -196,12 +200,8 @@ async def _encode_sliced(
         correlation_id,
         clip_strings(response),
         header_flexible=header_flexible,
-        pause=_yield,
+        pause=Pacer().tick,
     )
-
-
-async def _yield() -> None:
-    await asyncio.sleep(0)
 
 
 def _encode(

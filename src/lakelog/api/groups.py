@@ -16,6 +16,7 @@ from lakelog.coordinator.interface import OffsetCommit
 from lakelog.errors import ErrorCode
 from lakelog.groups.group import GroupState, JoinRequest, JoinResult, SyncResult
 from lakelog.groups.subscription import subscribed_topics
+from lakelog.pacing import paced
 
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
@@ -421,7 +422,7 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
     # A group named twice is looked up once (a request may repeat one id thousands of
     # times; each lookup is a coordinator query).
     seen: dict[str, Any] = {}
-    for group_id in request.groups:
+    async for group_id in paced(request.groups):
         if group_id in seen:
             described.append(seen[group_id])
             continue
@@ -479,7 +480,7 @@ async def delete_groups(ctx: RequestContext, request: Any) -> Any:
     # Each distinct group once, however often the request names it.
     errors: dict[str, ErrorCode] = {}
     mine = []
-    for group_id in dict.fromkeys(names):
+    async for group_id in paced(dict.fromkeys(names)):
         error = await _group_error(ctx, group_id)
         if error is not None:
             errors[group_id] = error
@@ -491,6 +492,9 @@ async def delete_groups(ctx: RequestContext, request: Any) -> Any:
         m.DeleteGroupsResponse,
         throttle_time=NO_THROTTLE,
         results=tuple(
-            build(m.DeletableGroupResult, group_id=g, error_code=errors[g]) for g in names
+            [
+                build(m.DeletableGroupResult, group_id=g, error_code=errors[g])
+                async for g in paced(names)
+            ]
         ),
     )

@@ -18,6 +18,7 @@ from lakelog.coordinator.interface import PartitionKey
 from lakelog.coordinator.txn_types import TransactionInfo
 from lakelog.errors import ErrorCode
 from lakelog.groups.coordinator import owner_of
+from lakelog.pacing import paced
 from lakelog.txn.listing import InvalidPattern, make_filter, matches, unknown_states
 
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
@@ -47,7 +48,7 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> Any:
     ids = list(request.transactional_ids)
     infos = await ctx.broker.coordinator.describe_transactions(ids) if ids else []
     states = []
-    for transactional_id, info in zip(ids, infos, strict=True):
+    async for transactional_id, info in paced(zip(ids, infos, strict=True)):
         if info is None:
             states.append(
                 build(

@@ -146,7 +146,8 @@ async def encode_response_sliced(
     pause: Callable[[], Awaitable[None]],
 ) -> bytes:
     """`encode_response` for a response with a long top-level array: the same bytes, with
-    `pause()` between slices so other connections are served meanwhile (`sliced`)."""
+    `pause()` after each of its entries so other connections are served meanwhile
+    (`sliced`)."""
     from lakelog.protocol.sliced import write_sliced
 
     out = io.BytesIO()

@@ -1,11 +1,12 @@
-"""Encoding a response with a long top-level array a slice at a time, pausing between slices.
+"""Encoding a response with a long top-level array entry by entry, with a pause point after
+each entry (the caller's `pause` yields to the loop when its time budget is used).
 
 kio encodes a whole response in one call. A DescribeGroups or DescribeConfigs answering tens
 of thousands of entries took 150-350 ms of the event loop in one piece (measured under the
 fuzzer), and every other client waited that long. Here the top-level fields are written with
-kio's own field writers, and an array of entities longer than `SLICE_ITEMS` is written
-`SLICE_ITEMS` entries at a time with `await pause()` between slices. The bytes are exactly
-kio's (tests/unit/protocol/test_sliced.py compares them).
+kio's own field writers, and an array of entities longer than `SLICE_ITEMS` entry by entry
+with `await pause()` after each. The bytes are exactly kio's
+(tests/unit/protocol/test_sliced.py compares them).
 
 Only the top level is sliced: the long arrays of Kafka's responses are at the top (groups,
 results, topics); an entry with a long nested array is written in one piece.
@@ -30,7 +31,8 @@ from kio.serial.writers import (
 from kio.static.primitive import i32, uvarint
 
 SLICE_ITEMS = 256
-"""Entries written between pauses (a few milliseconds of kio's encoding)."""
+"""Arrays longer than this are written with pause points (shorter ones take well under a
+millisecond)."""
 
 Writer = Callable[[Any, Any], None]
 FieldPlan = tuple[str, Writer, Writer | None]
@@ -63,7 +65,8 @@ def has_long_array(entity: Any) -> bool:
 
 
 async def write_sliced(out: io.BytesIO, entity: Any, pause: Callable[[], Awaitable[None]]) -> None:
-    """Write `entity` as kio would, pausing between slices of its long top-level arrays."""
+    """Write `entity` as kio would, with a pause point after each entry of its long
+    top-level arrays."""
     entity_type = type(entity)
     plan = _plan(entity_type)
     if plan is None:
@@ -79,9 +82,8 @@ async def write_sliced(out: io.BytesIO, entity: Any, pause: Callable[[], Awaitab
             write_compact_array_length(out, len(value))
         else:
             write_legacy_array_length(out, i32(len(value)))
-        for start in range(0, len(value), SLICE_ITEMS):
-            for item in value[start : start + SLICE_ITEMS]:
-                entry_writer(out, item)
+        for item in value:
+            entry_writer(out, item)
             await pause()
     if flexible:
         write_unsigned_varint(out, uvarint(0))  # no tagged fields
