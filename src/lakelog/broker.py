@@ -26,6 +26,7 @@ from lakelog.net.server import Server
 from lakelog.outage import is_outage, log_failure
 from lakelog.produce.wal_writer import CommittedObject, WalWriter
 from lakelog.security.listener import ListenerSecurity
+from lakelog.single_flight import SingleFlight
 from lakelog.storage.store import ObjectStorage
 from lakelog.topics import TopicCache
 from lakelog.txn.expiry import TransactionTimeouts
@@ -34,6 +35,7 @@ from lakelog.zones import partition_broker, suspected, zone_brokers
 log = logging.getLogger(__name__)
 
 BROKERS_CACHE_S = 0.1
+BROKERS_STALE_MAX_S = 1.0
 """How long the live broker list is reused. Short: a client that sees a broker left out
 drops its connection to it (librdkafka decommissions it, resending what was in flight
 elsewhere), so every broker must name a re-registered broker again at once."""
@@ -110,6 +112,8 @@ class Broker:
         self.mirrors = MirrorManager(self)
         self._background: list[asyncio.Task[None]] = []
         self._brokers_cache: tuple[float, list[BrokerInfo]] = (0.0, [])
+        self._brokers_load = SingleFlight(self._load_brokers)
+        self._brokers_generation = 0
         self._fenced_lately: list[BrokerInfo] = []
         self._suspects: frozenset[int] = frozenset()
         self._probes: dict[tuple[str, int], tuple[float, asyncio.Task[bool]]] = {}
@@ -149,40 +153,64 @@ class Broker:
         A broker that missed its session is left out only once it is fenced: clients move
         its partitions elsewhere when Metadata stops naming it, and a paused zombie that
         wakes must not commit what it held after the new owner committed later records
-        of the same producer (fencing refuses its commits)."""
+        of the same producer (fencing refuses its commits).
+
+        Loads are single-flight, and a view up to BROKERS_STALE_MAX_S old is served while
+        the next one loads (under a flood of requests while the database was slow, every
+        request queued its own query and Metadata waited 300 ms). An older view, say after
+        this process was paused, is never served: requests wait for the load."""
         fetched_at, brokers = self._brokers_cache
-        if time.monotonic() - fetched_at > BROKERS_CACHE_S or not brokers:
-            now_ms = int(time.time() * 1000)
-            since = now_ms - self.settings.broker_session_timeout_ms
-            linger_since = now_ms - self.settings.broker_fenced_linger_ms
-            live: list[BrokerInfo] = []
-            fenced: list[BrokerInfo] = []
-            try:
-                for b in await self.coordinator.list_brokers(ANY_HEARTBEAT):
-                    if b.last_heartbeat >= since:
-                        live.append(b)
-                    elif b.last_heartbeat >= 0:
-                        if await self._fence_if_silent(b, since):
-                            fenced.append(b)
-                        else:
-                            live.append(b)
-                    elif b.last_heartbeat < -1 and -b.last_heartbeat >= linger_since:
+        age = time.monotonic() - fetched_at
+        if brokers and age <= BROKERS_CACHE_S:
+            return brokers
+        if brokers and age <= BROKERS_STALE_MAX_S:
+            self._brokers_load.start()
+            return brokers
+        return await self._brokers_load.wait()
+
+    def _forget_brokers(self) -> None:
+        """The next `live_brokers` waits for a view loaded from now on."""
+        self._brokers_cache = (0.0, [])
+        self._brokers_generation += 1
+        self._brokers_load.forget()
+
+    async def _load_brokers(self) -> list[BrokerInfo]:
+        generation = self._brokers_generation
+        brokers = self._brokers_cache[1]
+        now_ms = int(time.time() * 1000)
+        since = now_ms - self.settings.broker_session_timeout_ms
+        linger_since = now_ms - self.settings.broker_fenced_linger_ms
+        live: list[BrokerInfo] = []
+        fenced: list[BrokerInfo] = []
+        try:
+            for b in await self.coordinator.list_brokers(ANY_HEARTBEAT):
+                if b.last_heartbeat >= since:
+                    live.append(b)
+                elif b.last_heartbeat >= 0:
+                    if await self._fence_if_silent(b, since):
                         fenced.append(b)
-            except Exception as exc:
-                if is_outage(exc):
-                    self._lost_coordinator()
-                if not brokers or not is_outage(exc):
-                    raise
-                # Database down: the brokers we last saw still serve (Metadata and
-                # FindCoordinator keep answering); ask again in a second.
+                    else:
+                        live.append(b)
+                elif b.last_heartbeat < -1 and -b.last_heartbeat >= linger_since:
+                    fenced.append(b)
+        except Exception as exc:
+            if is_outage(exc):
+                self._lost_coordinator()
+            if not brokers or not is_outage(exc):
+                raise
+            # Database down: the brokers we last saw still serve (Metadata and
+            # FindCoordinator keep answering); ask again in a second.
+            if generation == self._brokers_generation:
                 self._brokers_cache = (time.monotonic(), brokers)
-                return brokers
-            brokers = live
-            if not any(b.broker_id == self.broker_id for b in brokers):
-                brokers = [*brokers, self.self_info()]
-            brokers.sort(key=lambda b: b.broker_id)
+            return brokers
+        brokers = live
+        if not any(b.broker_id == self.broker_id for b in brokers):
+            brokers = [*brokers, self.self_info()]
+        brokers.sort(key=lambda b: b.broker_id)
+        suspects = await self._find_suspects(brokers, now_ms)
+        if generation == self._brokers_generation:
             self._fenced_lately = [f for f in fenced if f.broker_id != self.broker_id]
-            self._set_suspects(await self._find_suspects(brokers, now_ms), brokers)
+            self._set_suspects(suspects, brokers)
             self._brokers_cache = (time.monotonic(), brokers)
         return brokers
 
@@ -411,7 +439,7 @@ class Broker:
             self.broker_epoch = await self.coordinator.register_broker(
                 self.broker_id, self.settings.rack, self.host, self.port
             )
-            self._brokers_cache = (0.0, [])
+            self._forget_brokers()
             log.warning("re-registered with epoch %d (was %d): %s", self.broker_epoch, old, why)
 
     def _on_fenced(self, epoch: int) -> None:

@@ -181,10 +181,18 @@ class Connection(asyncio.BufferedProtocol):
         if not self._admitted:
             return
         self._admitted = False
-        # Nobody will read the answers: stop the work (long polls above all).
+        # Nobody will read the answers: stop the work (long polls above all), but only
+        # after each request has had its first step, as if started when read: an acks=0
+        # Produce sent just before the client closed must still be stored (and a request
+        # cancelled before it starts never passes its turn to the next).
+        loop = asyncio.get_running_loop()
+        while self._unstarted:
+            work, size = self._unstarted.popleft()
+            task = loop.create_task(work)
+            self._server.track(task)
+            self._pending.append((task, size))
         for task, _ in self._pending:
-            task.cancel()
-        self._drop_unstarted()
+            loop.call_soon(task.cancel)
         self._server.connections.discard(self)
         self._server.release(self._ip)
         metrics.connections.dec()

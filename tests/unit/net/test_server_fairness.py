@@ -61,3 +61,41 @@ async def _flood_and_one() -> None:
     finally:
         server.stop_accepting()
         server.close_all()
+
+
+def test_requests_read_before_the_client_closed_all_get_their_first_step() -> None:
+    """An acks=0 Produce takes effect in its first step and gets no answer: the client may
+    close right after sending. Every request read must still start (kafka-python lost
+    records when the requests queued for a fair start were dropped at the close)."""
+    uvloop.run(_pipeline_then_close())
+
+
+async def _pipeline_then_close() -> None:
+    stored: list[bytes] = []
+
+    async def dispatch(frame: memoryview, peer: str, turn: Turn) -> Buffers | None:
+        await turn.wait()
+        stored.append(bytes(frame))  # the effect, before any suspension
+        turn.release()
+        await asyncio.sleep(10)  # then wait (cancelled at the close)
+        return None
+
+    server = Server(dispatch, max_request_bytes=1 << 20, max_inflight=1000, max_connections=10)
+    await server.start("127.0.0.1", 0)
+    assert server._server is not None
+    port = server._server.sockets[0].getsockname()[1]
+    try:
+        frames = [b"produce%03d" % i for i in range(FLOOD)]
+        for _ in range(3):
+            stored.clear()
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"".join(struct.pack(">i", len(f)) + f for f in frames))
+            writer.close()
+            for _ in range(500):
+                if len(stored) == FLOOD:
+                    break
+                await asyncio.sleep(0.01)
+            assert stored == frames
+    finally:
+        server.stop_accepting()
+        server.close_all()
