@@ -328,7 +328,7 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
         outcomes = await ctx.broker.coordinator.create_topics(
             [p for _, p in plans], validate_only=request.validate_only
         )
-        if not request.validate_only:
+        if not request.validate_only and any(o.error == ErrorCode.none for o in outcomes):
             ctx.broker.topics.invalidate()
         described: dict[tuple[tuple[str, str], ...], tuple[Any, ...]] = {}
         for (i, plan), outcome in zip(plans, outcomes, strict=True):
@@ -435,7 +435,8 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
             )
     if unique:
         outcomes = await ctx.broker.coordinator.delete_topics([n for _, n in unique])
-        ctx.broker.topics.invalidate()
+        if any(o.error == ErrorCode.none for o in outcomes):
+            ctx.broker.topics.invalidate()
         for (i, name), outcome in zip(unique, outcomes, strict=True):
             message = None
             if outcome.error == ErrorCode.unknown_topic_or_partition:
@@ -530,7 +531,7 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
         outcomes = await ctx.broker.coordinator.create_partitions(
             [r for _, r in todo], validate_only=request.validate_only
         )
-        if not request.validate_only:
+        if not request.validate_only and any(o.error == ErrorCode.none for o in outcomes):
             ctx.broker.topics.invalidate()
         for (i, r), outcome in zip(todo, outcomes, strict=True):
             results[i] = build(

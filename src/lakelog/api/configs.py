@@ -524,7 +524,7 @@ async def _apply(
     ctx: RequestContext, request: AlterTopicConfigsRequest, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     [result] = await ctx.broker.coordinator.alter_topic_configs([request], validate_only)
-    if not validate_only:
+    if not validate_only and result.error == ErrorCode.none:
         ctx.broker.topics.invalidate()
     if result.error == ErrorCode.unknown_topic_or_partition and not result.message:
         return result.error, _unknown_topic(request.name).message
