@@ -369,9 +369,10 @@ class AdminClient:
             int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
         }
 
-    def version_for(self, api_key: int) -> int:
-        """The highest version both this client and the broker support."""
-        ours = CLIENT_VERSIONS[api_key]
+    def version_for(self, api_key: int, ours: tuple[int, int] | None = None) -> int:
+        """The highest version both this client (or the caller's range `ours`) and the
+        broker support."""
+        ours = ours or CLIENT_VERSIONS[api_key]
         theirs = self._versions.get(api_key)
         if theirs is None:
             raise KafkaError(ErrorCode.unsupported_version, f"broker lacks API {api_key}")
@@ -528,6 +529,18 @@ class AdminClient:
         return await client._describe_configs(BROKER_RESOURCE, str(node.node_id))
 
     async def _describe_configs(self, resource_type: int, name: str) -> list[ConfigValue]:
+        result = await self.describe_config_result(resource_type, name)
+        return [
+            ConfigValue(c.name, c.value, int(c.config_source), bool(c.read_only))
+            for c in result.configs
+        ]
+
+    async def describe_config_result(
+        self, resource_type: int, name: str, include_synonyms: bool = False
+    ) -> Any:
+        """DescribeConfigs for one resource, all its configs: the response's result entry
+        (KafkaError if it carries an error)."""
+
         def make(m: ModuleType, _version: int) -> Any:
             resource = m.DescribeConfigsResource(
                 resource_type=resource_type, resource_name=name, configuration_keys=None
@@ -535,18 +548,15 @@ class AdminClient:
             return build(
                 m.DescribeConfigsRequest,
                 resources=(resource,),
-                include_synonyms=False,
+                include_synonyms=include_synonyms,
                 include_documentation=False,
             )
 
         response, _ = await self._call(DESCRIBE_CONFIGS, make)
         [result] = response.results
         if result.error_code != ErrorCode.none:
-            raise KafkaError(result.error_code, result.error_message)
-        return [
-            ConfigValue(c.name, c.value, int(c.config_source), bool(c.read_only))
-            for c in result.configs
-        ]
+            raise KafkaError(result.error_code, result.error_message or name)
+        return result
 
     # ---------------------------------------------------------------- log offsets
 

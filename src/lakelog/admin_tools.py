@@ -134,14 +134,7 @@ async def call(
 
 
 def pick_version(client: AdminClient, api_key: int) -> int:
-    ours = VERSIONS[api_key]
-    theirs = client._versions.get(api_key)
-    if theirs is None:
-        raise KafkaError(ErrorCode.unsupported_version, f"the broker lacks API {api_key}")
-    low, high = max(ours[0], theirs[0]), min(ours[1], theirs[1])
-    if low > high:
-        raise KafkaError(ErrorCode.unsupported_version, f"no common version for API {api_key}")
-    return high
+    return client.version_for(api_key, VERSIONS[api_key])
 
 
 async def _node(client: AdminClient, broker_id: int) -> Node:
@@ -176,21 +169,7 @@ async def describe_configs(client: AdminClient, entity_type: str, name: str) -> 
     if resource_type == BROKER_RESOURCE:
         target = await client.client_for(await _node(client, int(name)))
 
-    def make(m: ModuleType, _version: int) -> Any:
-        resource = m.DescribeConfigsResource(
-            resource_type=resource_type, resource_name=name, configuration_keys=None
-        )
-        return build(
-            m.DescribeConfigsRequest,
-            resources=(resource,),
-            include_synonyms=True,
-            include_documentation=False,
-        )
-
-    response, _ = await call(target, DESCRIBE_CONFIGS, make)
-    [result] = response.results
-    if result.error_code != ErrorCode.none:
-        raise KafkaError(result.error_code, result.error_message or f"{entity_type} {name}")
+    result = await target.describe_config_result(resource_type, name, include_synonyms=True)
     return sorted(
         (
             ConfigEntry(
