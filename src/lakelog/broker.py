@@ -12,6 +12,7 @@ from uuid import UUID
 
 from lakelog.api.dispatch import Dispatcher
 from lakelog.background.cleaner import FileCleaner
+from lakelog.background.loop_lag import watch_loop_lag
 from lakelog.background.retention import RetentionLoop
 from lakelog.config import Settings
 from lakelog.coordinator import open_coordinator
@@ -336,6 +337,7 @@ class Broker:
             loop.create_task(RetentionLoop(self).run(), name="retention"),
             loop.create_task(FileCleaner(self).run(), name="cleaner"),
             loop.create_task(TransactionTimeouts(self).run(), name="txn-timeouts"),
+            loop.create_task(watch_loop_lag(), name="loop-lag"),
         ]
         self.groups.start()
         self.mirrors.start()

@@ -26,6 +26,14 @@ _LATENCY_BUCKETS = (
     10.0,
 )
 
+event_loop_lag_seconds = Histogram(
+    "lakelog_event_loop_lag_seconds",
+    "How late a 100 ms timer of the broker's event loop fires: how long requests wait before "
+    "the loop even reads them",
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+
 requests_total = Counter(
     "lakelog_requests", "Kafka requests handled", ["api", "version"], registry=REGISTRY
 )

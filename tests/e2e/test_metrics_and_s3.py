@@ -57,6 +57,7 @@ def test_metrics_endpoint_counts_traffic(broker_factory: BrokerFactory) -> None:
     assert _metric(text, "lakelog_cache_hits_total") > 0  # tail reads come from the cache
     assert "lakelog_wal_buffer_bytes" in text
     assert 'lakelog_request_latency_seconds_bucket{api="produce"' in text
+    assert _metric(text, "lakelog_event_loop_lag_seconds_count") > 0  # sampled every 100 ms
 
 
 def test_broker_on_s3(broker_factory: BrokerFactory, s3_endpoint: str) -> None:
