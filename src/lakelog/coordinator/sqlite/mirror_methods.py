@@ -36,16 +36,16 @@ class SqliteMirrorMethods:
     """The mirroring part of `SqliteBatchCoordinator` (mixed in): each method is one
     transaction on the coordinator's database thread."""
 
-    _run: Callable[..., Awaitable[Any]]
+    _run_conn: Callable[..., Awaitable[Any]]
 
     async def create_mirror(self, definition: MirrorDefinition, now_ms: int) -> MirrorResult:
-        return await self._run("create_mirror", True, create_mirror, definition, now_ms)
+        return await self._run_conn("create_mirror", True, create_mirror, definition, now_ms)
 
     async def delete_mirror(self, name: str) -> MirrorResult:
-        return await self._run("delete_mirror", True, delete_mirror, name)
+        return await self._run_conn("delete_mirror", True, delete_mirror, name)
 
     async def list_mirrors(self, names: Sequence[str] | None = None) -> list[MirrorDefinition]:
-        return await self._run("list_mirrors", False, list_mirrors, names)
+        return await self._run_conn("list_mirrors", False, list_mirrors, names)
 
     async def alter_mirror(
         self,
@@ -54,26 +54,28 @@ class SqliteMirrorMethods:
         add_patterns: Sequence[str] = (),
         remove_topics: Sequence[str] = (),
     ) -> MirrorResult:
-        return await self._run(
+        return await self._run_conn(
             "alter_mirror", True, alter_mirror, name, add_topics, add_patterns, remove_topics
         )
 
     async def add_mirror_partitions(
         self, name: str, partitions: Sequence[PartitionKey], restart: bool, now_ms: int
     ) -> list[MirrorResult]:
-        return await self._run(
+        return await self._run_conn(
             "add_mirror_partitions", True, add_mirror_partitions, name, partitions, restart, now_ms
         )
 
     async def mirror_partitions(
         self, mirror: str | None = None, topic_ids: Sequence[UUID] | None = None
     ) -> list[MirrorPartition]:
-        return await self._run("mirror_partitions", False, mirror_partitions, mirror, topic_ids)
+        return await self._run_conn(
+            "mirror_partitions", False, mirror_partitions, mirror, topic_ids
+        )
 
     async def acquire_mirror_leases(
         self, broker_id: int, broker_epoch: int, live_brokers: int, now_ms: int, ttl_ms: int
     ) -> list[MirrorPartition]:
-        return await self._run(
+        return await self._run_conn(
             "acquire_mirror_leases",
             True,
             acquire_mirror_leases,
@@ -87,7 +89,7 @@ class SqliteMirrorMethods:
     async def update_mirror_partitions(
         self, updates: Sequence[MirrorPartitionUpdate], now_ms: int
     ) -> list[ErrorCode]:
-        return await self._run(
+        return await self._run_conn(
             "update_mirror_partitions", True, update_mirror_partitions, updates, now_ms
         )
 
@@ -99,7 +101,7 @@ class SqliteMirrorMethods:
         file_size: int,
         batches: Sequence[MirrorBatch],
     ) -> list[CommitBatchResult]:
-        return await self._run(
+        return await self._run_conn(
             "commit_mirror",
             True,
             commit_mirror,
@@ -113,15 +115,17 @@ class SqliteMirrorMethods:
     async def stop_mirror_topics(
         self, name: str, topics: Sequence[str], now_ms: int
     ) -> list[MirrorResult]:
-        return await self._run("stop_mirror_topics", True, stop_mirror_topics, name, topics, now_ms)
+        return await self._run_conn(
+            "stop_mirror_topics", True, stop_mirror_topics, name, topics, now_ms
+        )
 
     async def finish_mirror_failover(self, now_ms: int) -> list[MirrorPartition]:
-        return await self._run("finish_mirror_failover", True, finish_mirror_failover, now_ms)
+        return await self._run_conn("finish_mirror_failover", True, finish_mirror_failover, now_ms)
 
     async def mirror_topic_ids(self) -> list[UUID]:
-        return await self._run("mirror_topic_ids", False, mirror_topic_ids)
+        return await self._run_conn("mirror_topic_ids", False, mirror_topic_ids)
 
     async def claim_mirror_task(self, name: str, broker_id: int, now_ms: int, ttl_ms: int) -> bool:
-        return await self._run(
+        return await self._run_conn(
             "claim_mirror_task", True, claim_mirror_task, name, broker_id, now_ms, ttl_ms
         )
