@@ -54,6 +54,14 @@ class Dialect(Protocol):
         """A topic id read from a row."""
         ...
 
+    def json(self, value: dict[str, Any]) -> Any:
+        """A JSON object as a parameter (SQLite TEXT, PostgreSQL JSONB)."""
+        ...
+
+    def from_json(self, value: Any) -> dict[str, Any]:
+        """A JSON object read from a row."""
+        ...
+
     def keyset(
         self,
         alias: str,

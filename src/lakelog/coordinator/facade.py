@@ -8,16 +8,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, TypeVar
+from uuid import UUID
 
 from lakelog.coordinator.engine import Op
 from lakelog.coordinator.interface import (
+    AlterTopicConfigsRequest,
     BatchCoordinator,
     BrokerInfo,
     CommittedOffset,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    CreateTopicResult,
+    DeleteTopicResult,
     GroupRecord,
     OffsetCommit,
+    TopicInfo,
+    TopicResult,
 )
-from lakelog.coordinator.ops import cluster, groups
+from lakelog.coordinator.ops import cluster, groups, topics
 from lakelog.errors import ErrorCode
 
 T = TypeVar("T")
@@ -28,6 +36,46 @@ class SqlBatchCoordinator(BatchCoordinator):
         """Run `op(session, *args)` in one transaction (a write one if `write`), retried
         as the engine sees fit, and observe its latency under `method`."""
         raise NotImplementedError
+
+    # -- topics
+
+    async def create_topics(
+        self, requests: Sequence[CreateTopicRequest], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        return await self._run(
+            "create_topics", not validate_only, topics.create_topics, requests, validate_only
+        )
+
+    async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
+        return await self._run("delete_topics", True, topics.delete_topics, names)
+
+    async def create_partitions(
+        self, requests: Sequence[CreatePartitionsRequest], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self._run(
+            "create_partitions",
+            not validate_only,
+            topics.create_partitions,
+            requests,
+            validate_only,
+        )
+
+    async def get_topics(self, names: Sequence[str] | None = None) -> list[TopicInfo]:
+        return await self._run("get_topics", False, topics.get_topics, names)
+
+    async def get_topics_by_id(self, topic_ids: Sequence[UUID]) -> list[TopicInfo]:
+        return await self._run("get_topics_by_id", False, topics.get_topics_by_id, topic_ids)
+
+    async def alter_topic_configs(
+        self, requests: Sequence[AlterTopicConfigsRequest], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self._run(
+            "alter_topic_configs",
+            not validate_only,
+            topics.alter_topic_configs,
+            requests,
+            validate_only,
+        )
 
     # -- consumer groups
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from lakelog.coordinator.engine import Session
 from lakelog.coordinator.interface import BrokerInfo
-from lakelog.coordinator.sqlite.rows import now_ms
+from lakelog.coordinator.ops.rows import now_ms
 from lakelog.errors import ErrorCode
 
 

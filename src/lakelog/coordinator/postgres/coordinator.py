@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
-from uuid import UUID
 
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
@@ -21,15 +20,10 @@ from psycopg_pool import AsyncConnectionPool
 from lakelog.coordinator.engine import Op
 from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.interface import (
-    AlterTopicConfigsRequest,
     CommitBatch,
     CommitBatchResult,
-    CreatePartitionsRequest,
-    CreateTopicRequest,
-    CreateTopicResult,
     DeleteRecordsRequest,
     DeleteRecordsResult,
-    DeleteTopicResult,
     FileToDelete,
     FindBatchesRequest,
     FindBatchesResult,
@@ -39,8 +33,6 @@ from lakelog.coordinator.interface import (
     PartitionKey,
     RetentionPolicy,
     RetentionResult,
-    TopicInfo,
-    TopicResult,
 )
 from lakelog.coordinator.pipeline_types import (
     FileBatch,
@@ -55,7 +47,6 @@ from lakelog.coordinator.postgres import (
     migrate,
     produce,
     read,
-    topics,
     txn,
 )
 from lakelog.coordinator.postgres.engine import PostgresSession
@@ -156,46 +147,6 @@ class PostgresBatchCoordinator(PostgresMirrorMethods, SqlBatchCoordinator):
             await listener.close()
         if pool is not None:
             await pool.close()
-
-    # -- topics
-
-    async def create_topics(
-        self, requests: Sequence[CreateTopicRequest], validate_only: bool = False
-    ) -> list[CreateTopicResult]:
-        return await self._run_conn(
-            "create_topics", not validate_only, topics.create_topics, requests, validate_only
-        )
-
-    async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
-        return await self._run_conn("delete_topics", True, topics.delete_topics, names)
-
-    async def create_partitions(
-        self, requests: Sequence[CreatePartitionsRequest], validate_only: bool = False
-    ) -> list[TopicResult]:
-        return await self._run_conn(
-            "create_partitions",
-            not validate_only,
-            topics.create_partitions,
-            requests,
-            validate_only,
-        )
-
-    async def get_topics(self, names: Sequence[str] | None = None) -> list[TopicInfo]:
-        return await self._run_conn("get_topics", False, topics.get_topics, names)
-
-    async def get_topics_by_id(self, topic_ids: Sequence[UUID]) -> list[TopicInfo]:
-        return await self._run_conn("get_topics_by_id", False, topics.get_topics_by_id, topic_ids)
-
-    async def alter_topic_configs(
-        self, requests: Sequence[AlterTopicConfigsRequest], validate_only: bool = False
-    ) -> list[TopicResult]:
-        return await self._run_conn(
-            "alter_topic_configs",
-            not validate_only,
-            topics.alter_topic_configs,
-            requests,
-            validate_only,
-        )
 
     # -- produce
 

@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import AsyncCursor
+from psycopg.types.json import Jsonb
 
 from lakelog.coordinator.engine import Params, Row
 from lakelog.coordinator.postgres.rows import Conn
@@ -37,6 +38,12 @@ class PostgresDialect:
 
     def to_uuid(self, value: Any) -> UUID:
         return value if isinstance(value, UUID) else UUID(str(value))
+
+    def json(self, value: dict[str, Any]) -> Any:
+        return Jsonb(value)
+
+    def from_json(self, value: Any) -> dict[str, Any]:
+        return dict(value)
 
     def keyset(
         self,

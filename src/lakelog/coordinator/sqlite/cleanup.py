@@ -14,13 +14,9 @@ from lakelog.coordinator.interface import (
     RetentionPolicy,
     RetentionResult,
 )
+from lakelog.coordinator.ops.rows import BATCH_TIMESTAMP_SQL, PartitionRow, now_ms
 from lakelog.coordinator.sqlite.release import drop_batches_below
-from lakelog.coordinator.sqlite.rows import (
-    BATCH_TIMESTAMP_SQL,
-    PartitionRow,
-    find_partition,
-    now_ms,
-)
+from lakelog.coordinator.sqlite.rows import find_partition
 from lakelog.errors import ErrorCode
 
 

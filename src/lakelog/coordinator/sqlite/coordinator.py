@@ -16,21 +16,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
-from uuid import UUID
 
 from lakelog.coordinator import migrate
 from lakelog.coordinator.engine import Op, drive
 from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.interface import (
-    AlterTopicConfigsRequest,
     CommitBatch,
     CommitBatchResult,
-    CreatePartitionsRequest,
-    CreateTopicRequest,
-    CreateTopicResult,
     DeleteRecordsRequest,
     DeleteRecordsResult,
-    DeleteTopicResult,
     FileToDelete,
     FindBatchesRequest,
     FindBatchesResult,
@@ -40,8 +34,6 @@ from lakelog.coordinator.interface import (
     PartitionKey,
     RetentionPolicy,
     RetentionResult,
-    TopicInfo,
-    TopicResult,
 )
 from lakelog.coordinator.pipeline_types import (
     FileBatch,
@@ -50,7 +42,7 @@ from lakelog.coordinator.pipeline_types import (
     MergeCommit,
     MergeCommitResult,
 )
-from lakelog.coordinator.sqlite import cleanup, merge, produce, read, topics, txn
+from lakelog.coordinator.sqlite import cleanup, merge, produce, read, txn
 from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
 from lakelog.coordinator.sqlite.engine import SqliteSession
 from lakelog.coordinator.sqlite.mirror_methods import SqliteMirrorMethods
@@ -191,46 +183,6 @@ class SqliteBatchCoordinator(SqliteMirrorMethods, SqlBatchCoordinator):
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-
-    # -- topics
-
-    async def create_topics(
-        self, requests: Sequence[CreateTopicRequest], validate_only: bool = False
-    ) -> list[CreateTopicResult]:
-        return await self._run_conn(
-            "create_topics", not validate_only, topics.create_topics, requests, validate_only
-        )
-
-    async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
-        return await self._run_conn("delete_topics", True, topics.delete_topics, names)
-
-    async def create_partitions(
-        self, requests: Sequence[CreatePartitionsRequest], validate_only: bool = False
-    ) -> list[TopicResult]:
-        return await self._run_conn(
-            "create_partitions",
-            not validate_only,
-            topics.create_partitions,
-            requests,
-            validate_only,
-        )
-
-    async def get_topics(self, names: Sequence[str] | None = None) -> list[TopicInfo]:
-        return await self._run_conn("get_topics", False, topics.get_topics, names)
-
-    async def get_topics_by_id(self, topic_ids: Sequence[UUID]) -> list[TopicInfo]:
-        return await self._run_conn("get_topics_by_id", False, topics.get_topics_by_id, topic_ids)
-
-    async def alter_topic_configs(
-        self, requests: Sequence[AlterTopicConfigsRequest], validate_only: bool = False
-    ) -> list[TopicResult]:
-        return await self._run_conn(
-            "alter_topic_configs",
-            not validate_only,
-            topics.alter_topic_configs,
-            requests,
-            validate_only,
-        )
 
     # -- produce
 

@@ -24,6 +24,13 @@ class SqliteDialect:
     def to_uuid(self, value: Any) -> UUID:
         return UUID(value)
 
+    def json(self, value: dict[str, Any]) -> Any:
+        return json.dumps(value, sort_keys=True)
+
+    def from_json(self, value: Any) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(value)
+        return loaded
+
     def keyset(
         self,
         alias: str,
