@@ -19,13 +19,18 @@ from lakelog.coordinator.interface import (
     CreatePartitionsRequest,
     CreateTopicRequest,
     CreateTopicResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResult,
     DeleteTopicResult,
+    FileToDelete,
     GroupRecord,
     OffsetCommit,
+    RetentionPolicy,
+    RetentionResult,
     TopicInfo,
     TopicResult,
 )
-from lakelog.coordinator.ops import cluster, groups, topics
+from lakelog.coordinator.ops import cleanup, cluster, groups, topics
 from lakelog.errors import ErrorCode
 
 T = TypeVar("T")
@@ -76,6 +81,29 @@ class SqlBatchCoordinator(BatchCoordinator):
             requests,
             validate_only,
         )
+
+    # -- deletion and retention
+
+    async def delete_records(
+        self, requests: Sequence[DeleteRecordsRequest]
+    ) -> list[DeleteRecordsResult]:
+        return await self._run("delete_records", True, cleanup.delete_records, requests)
+
+    async def enforce_retention(
+        self, policies: Sequence[RetentionPolicy], now_ms: int
+    ) -> list[RetentionResult]:
+        return await self._run(
+            "enforce_retention", True, cleanup.enforce_retention, policies, now_ms
+        )
+
+    async def files_to_delete(self, marked_before_ms: int) -> list[FileToDelete]:
+        return await self._run("files_to_delete", False, cleanup.files_to_delete, marked_before_ms)
+
+    async def delete_files(self, object_keys: Sequence[str]) -> None:
+        await self._run("delete_files", True, cleanup.delete_files, object_keys)
+
+    async def list_files(self) -> list[str]:
+        return await self._run("list_files", False, cleanup.list_files)
 
     # -- consumer groups
 

@@ -22,17 +22,12 @@ from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.interface import (
     CommitBatch,
     CommitBatchResult,
-    DeleteRecordsRequest,
-    DeleteRecordsResult,
-    FileToDelete,
     FindBatchesRequest,
     FindBatchesResult,
     ListOffsetsRequest,
     ListOffsetsResult,
     LogInfo,
     PartitionKey,
-    RetentionPolicy,
-    RetentionResult,
 )
 from lakelog.coordinator.pipeline_types import (
     FileBatch,
@@ -42,7 +37,6 @@ from lakelog.coordinator.pipeline_types import (
     MergeCommitResult,
 )
 from lakelog.coordinator.postgres import (
-    cleanup,
     merge,
     migrate,
     produce,
@@ -183,30 +177,7 @@ class PostgresBatchCoordinator(PostgresMirrorMethods, SqlBatchCoordinator):
     async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> list[ListOffsetsResult]:
         return await self._run_conn("list_offsets", False, read.list_offsets, requests)
 
-    # -- deletion and retention
-
-    async def delete_records(
-        self, requests: Sequence[DeleteRecordsRequest]
-    ) -> list[DeleteRecordsResult]:
-        return await self._run_conn("delete_records", True, cleanup.delete_records, requests)
-
-    async def enforce_retention(
-        self, policies: Sequence[RetentionPolicy], now_ms: int
-    ) -> list[RetentionResult]:
-        return await self._run_conn(
-            "enforce_retention", True, cleanup.enforce_retention, policies, now_ms
-        )
-
-    async def files_to_delete(self, marked_before_ms: int) -> list[FileToDelete]:
-        return await self._run_conn(
-            "files_to_delete", False, cleanup.files_to_delete, marked_before_ms
-        )
-
-    async def delete_files(self, object_keys: Sequence[str]) -> None:
-        await self._run_conn("delete_files", True, cleanup.delete_files, object_keys)
-
-    async def list_files(self) -> list[str]:
-        return await self._run_conn("list_files", False, cleanup.list_files)
+    # -- brokers: a heartbeat is one autocommit statement here (locking)
 
     async def heartbeat_broker(self, broker_id: int, broker_epoch: int) -> ErrorCode:
         # One autocommit statement, not a pipelined transaction: the server commits before
