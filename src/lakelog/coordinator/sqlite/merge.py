@@ -22,7 +22,7 @@ from lakelog.coordinator.pipeline_types import (
     MergeCommit,
     MergeCommitResult,
 )
-from lakelog.coordinator.sqlite.release import release_file_bytes
+from lakelog.coordinator.sqlite.rows import release_file_bytes
 from lakelog.errors import ErrorCode
 
 MERGE_UPLOADER = -1
