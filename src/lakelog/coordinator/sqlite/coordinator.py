@@ -12,44 +12,26 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from lakelog.coordinator import migrate
 from lakelog.coordinator.engine import Op, drive
 from lakelog.coordinator.facade import SqlBatchCoordinator
-from lakelog.coordinator.interface import (
-    CommitBatch,
-    CommitBatchResult,
-    FindBatchesRequest,
-    FindBatchesResult,
-    ListOffsetsRequest,
-    ListOffsetsResult,
-    LogInfo,
-    PartitionKey,
+from lakelog.coordinator.sqlite import (
+    merge,
+    mirror,
+    mirror_commit,
+    mirror_failover,
+    produce,
+    read,
+    txn,
 )
-from lakelog.coordinator.pipeline_types import (
-    FileBatch,
-    FileInfo,
-    FileReference,
-    MergeCommit,
-    MergeCommitResult,
-)
-from lakelog.coordinator.sqlite import merge, produce, read, txn
 from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
 from lakelog.coordinator.sqlite.engine import SqliteSession
-from lakelog.coordinator.sqlite.mirror_methods import SqliteMirrorMethods
-from lakelog.coordinator.txn_types import (
-    DescribeProducersResult,
-    InitTxnProducerRequest,
-    InitTxnProducerResult,
-    TransactionInfo,
-    TxnOffsetCommitRequest,
-    TxnRef,
-)
-from lakelog.errors import ErrorCode
 from lakelog.metrics import coordinator_latency_seconds
 
 T = TypeVar("T")
@@ -91,7 +73,17 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
         return
 
 
-class SqliteBatchCoordinator(SqliteMirrorMethods, SqlBatchCoordinator):
+class SqliteBatchCoordinator(SqlBatchCoordinator):
+    bodies = SimpleNamespace(
+        produce=produce,
+        read=read,
+        txn=txn,
+        merge=merge,
+        mirror=mirror,
+        mirror_commit=mirror_commit,
+        mirror_failover=mirror_failover,
+    )
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._executor: ThreadPoolExecutor | None = None
@@ -178,123 +170,6 @@ class SqliteBatchCoordinator(SqliteMirrorMethods, SqlBatchCoordinator):
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-
-    # -- produce
-
-    async def commit_file(
-        self,
-        object_key: str,
-        uploader_broker_id: int,
-        broker_epoch: int,
-        file_size: int,
-        batches: Sequence[CommitBatch],
-    ) -> list[CommitBatchResult]:
-        return await self._run_conn(
-            "commit_file",
-            True,
-            produce.commit_file,
-            object_key,
-            uploader_broker_id,
-            broker_epoch,
-            file_size,
-            batches,
-        )
-
-    async def commit_outcome(self, object_key: str) -> dict[int, CommitBatchResult] | None:
-        return await self._run_conn("commit_outcome", False, produce.committed_batches, object_key)
-
-    # -- fetch
-
-    async def find_batches(self, requests: Sequence[FindBatchesRequest]) -> list[FindBatchesResult]:
-        return await self._run_conn("find_batches", False, read.find_batches, requests)
-
-    async def log_info(self, partitions: Sequence[PartitionKey]) -> list[LogInfo]:
-        return await self._run_conn("log_info", False, read.log_info, partitions)
-
-    async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> list[ListOffsetsResult]:
-        return await self._run_conn("list_offsets", False, read.list_offsets, requests)
-
-    # -- transactions
-
-    async def init_transactional_producer(
-        self, request: InitTxnProducerRequest, now_ms: int
-    ) -> InitTxnProducerResult:
-        return await self._run_conn(
-            "init_transactional_producer", True, txn.init_transactional_producer, request, now_ms
-        )
-
-    async def add_partitions_to_txn(
-        self, txn_ref: TxnRef, partitions: Sequence[PartitionKey], now_ms: int, verify_only: bool
-    ) -> list[ErrorCode]:
-        return await self._run_conn(
-            "add_partitions_to_txn",
-            not verify_only,
-            txn.add_partitions_to_txn,
-            txn_ref,
-            partitions,
-            now_ms,
-            verify_only,
-        )
-
-    async def add_offsets_to_txn(self, txn_ref: TxnRef, group_id: str, now_ms: int) -> ErrorCode:
-        return await self._run_conn(
-            "add_offsets_to_txn", True, txn.add_offsets_to_txn, txn_ref, group_id, now_ms
-        )
-
-    async def txn_offset_commit(
-        self, request: TxnOffsetCommitRequest, now_ms: int
-    ) -> list[ErrorCode]:
-        return await self._run_conn(
-            "txn_offset_commit", True, txn.txn_offset_commit, request, now_ms
-        )
-
-    async def end_txn(self, txn_ref: TxnRef, commit: bool, now_ms: int) -> ErrorCode:
-        return await self._run_conn("end_txn", True, txn.end_txn, txn_ref, commit, now_ms)
-
-    async def abort_expired_transactions(self, now_ms: int) -> list[str]:
-        return await self._run_conn(
-            "abort_expired_transactions", True, txn.abort_expired_transactions, now_ms
-        )
-
-    async def describe_transactions(
-        self, transactional_ids: Sequence[str]
-    ) -> list[TransactionInfo | None]:
-        return await self._run_conn(
-            "describe_transactions", False, txn.describe_transactions, transactional_ids
-        )
-
-    async def list_transactions(self) -> list[TransactionInfo]:
-        return await self._run_conn("list_transactions", False, txn.list_transactions)
-
-    async def describe_producers(
-        self, partitions: Sequence[PartitionKey]
-    ) -> list[DescribeProducersResult]:
-        return await self._run_conn("describe_producers", False, txn.describe_producers, partitions)
-
-    async def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
-        return await self._run_conn("pending_txn_offsets", False, txn.pending_txn_offsets, group_id)
-
-    # -- pipeline
-
-    async def list_file_infos(
-        self, key_prefix: str = "", after_key: str = "", limit: int = 1000
-    ) -> list[FileInfo]:
-        return await self._run_conn(
-            "list_file_infos", False, merge.list_file_infos, key_prefix, after_key, limit
-        )
-
-    async def file_batches(self, object_keys: Sequence[str]) -> list[FileBatch]:
-        return await self._run_conn("file_batches", False, merge.file_batches, object_keys)
-
-    async def file_references(self, object_keys: Sequence[str]) -> list[FileReference]:
-        return await self._run_conn("file_references", False, merge.file_references, object_keys)
-
-    async def commit_merge(
-        self, commits: Sequence[MergeCommit], all_or_nothing: bool = False
-    ) -> list[MergeCommitResult]:
-        return await self._run_conn(
-            "commit_merge", True, merge.commit_merge, commits, all_or_nothing
-        )
 
     # -- change notification
 
