@@ -27,7 +27,7 @@ from lakelog.errors import ErrorCode
 
 if TYPE_CHECKING:
     # Only a type here: importing the sqlite package would import this module back.
-    from lakelog.coordinator.sqlite.rows import PartitionRow
+    from lakelog.coordinator.ops.rows import PartitionRow
 
 ProducerKey = tuple[int, int, int]
 """(topic row id, partition, producer id)."""

@@ -27,7 +27,7 @@ from lakelog.coordinator.mirror_types import READ_ONLY_ERROR, MirrorBatch, Mirro
 from lakelog.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from lakelog.coordinator.sqlite.rows import PartitionRow
+    from lakelog.coordinator.ops.rows import PartitionRow
 
 CONTROL_ABORT = 0
 

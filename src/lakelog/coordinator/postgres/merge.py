@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lakelog.coordinator.ops.release import FreedBytes
 from lakelog.coordinator.pipeline_types import (
     BatchMove,
     FileBatch,
@@ -17,7 +18,7 @@ from lakelog.coordinator.pipeline_types import (
     MergeCommit,
     MergeCommitResult,
 )
-from lakelog.coordinator.postgres.release import FreedBytes
+from lakelog.coordinator.postgres.engine import PostgresSession
 from lakelog.coordinator.postgres.rows import Conn, PartitionRow, find_partitions, now_ms
 from lakelog.coordinator.sqlite.merge import (
     MERGE_UPLOADER,
@@ -114,7 +115,7 @@ async def commit_merge(
     freed = FreedBytes()
     for file_id, size in freed_per_file.items():
         freed.add(file_id, size)
-    await freed.apply(conn, now)
+    await freed.apply(PostgresSession(conn), now)
     return results
 
 

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from psycopg import AsyncConnection, AsyncCursor
 
-from lakelog.coordinator.sqlite.rows import (
+from lakelog.coordinator.ops.rows import (
     BATCH_COLUMN_COUNT,
     BATCH_COLUMNS,
     BATCH_TIMESTAMP_SQL,

@@ -12,8 +12,9 @@ from uuid import UUID
 
 from lakelog.coordinator import txn_rules
 from lakelog.coordinator.interface import OffsetCommit, PartitionKey
-from lakelog.coordinator.postgres.cluster import allocate_producer_id
-from lakelog.coordinator.postgres.groups import commit_offsets
+from lakelog.coordinator.ops.cluster import allocate_producer_id
+from lakelog.coordinator.ops.groups import commit_offsets
+from lakelog.coordinator.postgres.engine import PostgresSession
 from lakelog.coordinator.postgres.rows import Conn, find_partitions
 from lakelog.coordinator.txn_rules import TXN_COLUMNS, OngoingTxn, TxnRow
 from lakelog.coordinator.txn_types import (
@@ -95,7 +96,7 @@ async def init_transactional_producer(
     if row is None:
         if request.producer_id >= 0:
             return InitTxnProducerResult(ErrorCode.producer_fenced)
-        pid = await allocate_producer_id(conn)
+        pid = await allocate_producer_id(PostgresSession(conn))
         cursor = await conn.execute(
             f"INSERT INTO transactions ({TXN_COLUMNS}, updated_at)"
             " VALUES (%s, %s, 0, -1, %s, %s, -1, %s) ON CONFLICT DO NOTHING RETURNING 1",
@@ -115,7 +116,7 @@ async def init_transactional_producer(
         marker_epoch = row.producer_epoch if plan.new_producer_id else epoch
         await _end(conn, row, False, marker_epoch, now_ms)
     if plan.new_producer_id:
-        pid = await allocate_producer_id(conn)
+        pid = await allocate_producer_id(PostgresSession(conn))
     await conn.execute(
         "UPDATE transactions SET producer_id = %s, producer_epoch = %s,"
         " last_producer_epoch = %s, state = %s, timeout_ms = %s, start_time = -1,"
@@ -365,7 +366,7 @@ async def _end(conn: Conn, row: TxnRow, commit: bool, epoch: int, now_ms: int) -
                 OffsetCommit(topic, partition, offset, leader_epoch, metadata)
             )
         for group_id, offsets in by_group.items():
-            await commit_offsets(conn, group_id, offsets, now_ms)
+            await commit_offsets(PostgresSession(conn), group_id, offsets, now_ms)
     for table in ("txn_offsets", "txn_groups", "txn_partitions"):
         await conn.execute(f"DELETE FROM {table} WHERE transactional_id = %s", (tid,))
 

@@ -12,59 +12,26 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TypeVar
-from uuid import UUID
 
 from lakelog.coordinator import migrate
-from lakelog.coordinator.interface import (
-    AlterTopicConfigsRequest,
-    BatchCoordinator,
-    BrokerInfo,
-    CommitBatch,
-    CommitBatchResult,
-    CommittedOffset,
-    CreatePartitionsRequest,
-    CreateTopicRequest,
-    CreateTopicResult,
-    DeleteRecordsRequest,
-    DeleteRecordsResult,
-    DeleteTopicResult,
-    FileToDelete,
-    FindBatchesRequest,
-    FindBatchesResult,
-    GroupRecord,
-    ListOffsetsRequest,
-    ListOffsetsResult,
-    LogInfo,
-    OffsetCommit,
-    PartitionKey,
-    RetentionPolicy,
-    RetentionResult,
-    TopicInfo,
-    TopicResult,
+from lakelog.coordinator.engine import Op, drive
+from lakelog.coordinator.facade import SqlBatchCoordinator
+from lakelog.coordinator.sqlite import (
+    merge,
+    mirror,
+    mirror_commit,
+    mirror_failover,
+    produce,
+    read,
+    txn,
 )
-from lakelog.coordinator.pipeline_types import (
-    FileBatch,
-    FileInfo,
-    FileReference,
-    MergeCommit,
-    MergeCommitResult,
-)
-from lakelog.coordinator.sqlite import cleanup, cluster, groups, merge, produce, read, topics, txn
 from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
-from lakelog.coordinator.sqlite.mirror_methods import SqliteMirrorMethods
-from lakelog.coordinator.txn_types import (
-    DescribeProducersResult,
-    InitTxnProducerRequest,
-    InitTxnProducerResult,
-    TransactionInfo,
-    TxnOffsetCommitRequest,
-    TxnRef,
-)
-from lakelog.errors import ErrorCode
+from lakelog.coordinator.sqlite.engine import SqliteSession
 from lakelog.metrics import coordinator_latency_seconds
 
 T = TypeVar("T")
@@ -106,7 +73,17 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
         return
 
 
-class SqliteBatchCoordinator(SqliteMirrorMethods, BatchCoordinator):
+class SqliteBatchCoordinator(SqlBatchCoordinator):
+    bodies = SimpleNamespace(
+        produce=produce,
+        read=read,
+        txn=txn,
+        merge=merge,
+        mirror=mirror,
+        mirror_commit=mirror_commit,
+        mirror_failover=mirror_failover,
+    )
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._executor: ThreadPoolExecutor | None = None
@@ -149,7 +126,14 @@ class SqliteBatchCoordinator(SqliteMirrorMethods, BatchCoordinator):
                 self._checkpointer.wrote()
         return result
 
-    async def _run(self, method: str, write: bool, body: Callable[..., T], *args: Any) -> T:
+    async def _run(self, method: str, write: bool, op: Op[T], *args: Any) -> T:
+        return await self._run_conn(method, write, self._drive, op, *args)
+
+    @staticmethod
+    def _drive(conn: sqlite3.Connection, op: Op[T], *args: Any) -> T:
+        return drive(op(SqliteSession(conn), *args))  # type: ignore[arg-type]
+
+    async def _run_conn(self, method: str, write: bool, body: Callable[..., T], *args: Any) -> T:
         if self._executor is None:
             raise RuntimeError("coordinator is not started")
         started = time.perf_counter()
@@ -187,247 +171,10 @@ class SqliteBatchCoordinator(SqliteMirrorMethods, BatchCoordinator):
         if conn is not None:
             conn.close()
 
-    # -- topics
-
-    async def create_topics(
-        self, requests: Sequence[CreateTopicRequest], validate_only: bool = False
-    ) -> list[CreateTopicResult]:
-        return await self._run(
-            "create_topics", not validate_only, topics.create_topics, requests, validate_only
-        )
-
-    async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
-        return await self._run("delete_topics", True, topics.delete_topics, names)
-
-    async def create_partitions(
-        self, requests: Sequence[CreatePartitionsRequest], validate_only: bool = False
-    ) -> list[TopicResult]:
-        return await self._run(
-            "create_partitions",
-            not validate_only,
-            topics.create_partitions,
-            requests,
-            validate_only,
-        )
-
-    async def get_topics(self, names: Sequence[str] | None = None) -> list[TopicInfo]:
-        return await self._run("get_topics", False, topics.get_topics, names)
-
-    async def get_topics_by_id(self, topic_ids: Sequence[UUID]) -> list[TopicInfo]:
-        return await self._run("get_topics_by_id", False, topics.get_topics_by_id, topic_ids)
-
-    async def alter_topic_configs(
-        self, requests: Sequence[AlterTopicConfigsRequest], validate_only: bool = False
-    ) -> list[TopicResult]:
-        return await self._run(
-            "alter_topic_configs",
-            not validate_only,
-            topics.alter_topic_configs,
-            requests,
-            validate_only,
-        )
-
-    # -- produce
-
-    async def commit_file(
-        self,
-        object_key: str,
-        uploader_broker_id: int,
-        broker_epoch: int,
-        file_size: int,
-        batches: Sequence[CommitBatch],
-    ) -> list[CommitBatchResult]:
-        return await self._run(
-            "commit_file",
-            True,
-            produce.commit_file,
-            object_key,
-            uploader_broker_id,
-            broker_epoch,
-            file_size,
-            batches,
-        )
-
-    async def commit_outcome(self, object_key: str) -> dict[int, CommitBatchResult] | None:
-        return await self._run("commit_outcome", False, produce.committed_batches, object_key)
-
-    # -- fetch
-
-    async def find_batches(self, requests: Sequence[FindBatchesRequest]) -> list[FindBatchesResult]:
-        return await self._run("find_batches", False, read.find_batches, requests)
-
-    async def log_info(self, partitions: Sequence[PartitionKey]) -> list[LogInfo]:
-        return await self._run("log_info", False, read.log_info, partitions)
-
-    async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> list[ListOffsetsResult]:
-        return await self._run("list_offsets", False, read.list_offsets, requests)
-
-    # -- deletion and retention
-
-    async def delete_records(
-        self, requests: Sequence[DeleteRecordsRequest]
-    ) -> list[DeleteRecordsResult]:
-        return await self._run("delete_records", True, cleanup.delete_records, requests)
-
-    async def enforce_retention(
-        self, policies: Sequence[RetentionPolicy], now_ms: int
-    ) -> list[RetentionResult]:
-        return await self._run(
-            "enforce_retention", True, cleanup.enforce_retention, policies, now_ms
-        )
-
-    async def files_to_delete(self, marked_before_ms: int) -> list[FileToDelete]:
-        return await self._run("files_to_delete", False, cleanup.files_to_delete, marked_before_ms)
-
-    async def delete_files(self, object_keys: Sequence[str]) -> None:
-        await self._run("delete_files", True, cleanup.delete_files, object_keys)
-
-    async def list_files(self) -> list[str]:
-        return await self._run("list_files", False, cleanup.list_files)
-
-    # -- consumer groups
-
-    async def commit_offsets(
-        self, group_id: str, offsets: Sequence[OffsetCommit], now_ms: int
-    ) -> None:
-        await self._run("commit_offsets", True, groups.commit_offsets, group_id, offsets, now_ms)
-
-    async def fetch_offsets(
-        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
-    ) -> list[CommittedOffset]:
-        return await self._run("fetch_offsets", False, groups.fetch_offsets, group_id, partitions)
-
-    async def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> None:
-        await self._run("delete_offsets", True, groups.delete_offsets, group_id, partitions)
-
-    async def save_group(self, group: GroupRecord) -> None:
-        await self._run("save_group", True, groups.save_group, group)
-
-    async def load_group(self, group_id: str) -> GroupRecord | None:
-        return await self._run("load_group", False, groups.load_group, group_id)
-
-    async def list_groups(self) -> list[GroupRecord]:
-        return await self._run("list_groups", False, groups.list_groups)
-
-    async def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
-        return await self._run("delete_groups", True, groups.delete_groups, group_ids)
-
-    async def expire_offsets(self, committed_before_ms: int) -> int:
-        return await self._run("expire_offsets", True, groups.expire_offsets, committed_before_ms)
-
-    # -- producers and brokers
-
-    async def allocate_producer_id(self) -> int:
-        return await self._run("allocate_producer_id", True, cluster.allocate_producer_id)
-
-    async def register_broker(self, broker_id: int, rack: str | None, host: str, port: int) -> int:
-        return await self._run(
-            "register_broker", True, cluster.register_broker, broker_id, rack, host, port
-        )
-
-    async def heartbeat_broker(self, broker_id: int, broker_epoch: int) -> ErrorCode:
-        return await self._run(
-            "heartbeat_broker", True, cluster.heartbeat_broker, broker_id, broker_epoch
-        )
-
-    async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
-        return await self._run("list_brokers", False, cluster.list_brokers, alive_since_ms)
-
-    async def fence_broker(
-        self, broker_id: int, broker_epoch: int, silent_since_ms: int, *, left: bool = False
-    ) -> bool:
-        return await self._run(
-            "fence_broker",
-            True,
-            cluster.fence_broker,
-            broker_id,
-            broker_epoch,
-            silent_since_ms,
-            left,
-        )
-
-    # -- transactions
-
-    async def init_transactional_producer(
-        self, request: InitTxnProducerRequest, now_ms: int
-    ) -> InitTxnProducerResult:
-        return await self._run(
-            "init_transactional_producer", True, txn.init_transactional_producer, request, now_ms
-        )
-
-    async def add_partitions_to_txn(
-        self, txn_ref: TxnRef, partitions: Sequence[PartitionKey], now_ms: int, verify_only: bool
-    ) -> list[ErrorCode]:
-        return await self._run(
-            "add_partitions_to_txn",
-            not verify_only,
-            txn.add_partitions_to_txn,
-            txn_ref,
-            partitions,
-            now_ms,
-            verify_only,
-        )
-
-    async def add_offsets_to_txn(self, txn_ref: TxnRef, group_id: str, now_ms: int) -> ErrorCode:
-        return await self._run(
-            "add_offsets_to_txn", True, txn.add_offsets_to_txn, txn_ref, group_id, now_ms
-        )
-
-    async def txn_offset_commit(
-        self, request: TxnOffsetCommitRequest, now_ms: int
-    ) -> list[ErrorCode]:
-        return await self._run("txn_offset_commit", True, txn.txn_offset_commit, request, now_ms)
-
-    async def end_txn(self, txn_ref: TxnRef, commit: bool, now_ms: int) -> ErrorCode:
-        return await self._run("end_txn", True, txn.end_txn, txn_ref, commit, now_ms)
-
-    async def abort_expired_transactions(self, now_ms: int) -> list[str]:
-        return await self._run(
-            "abort_expired_transactions", True, txn.abort_expired_transactions, now_ms
-        )
-
-    async def describe_transactions(
-        self, transactional_ids: Sequence[str]
-    ) -> list[TransactionInfo | None]:
-        return await self._run(
-            "describe_transactions", False, txn.describe_transactions, transactional_ids
-        )
-
-    async def list_transactions(self) -> list[TransactionInfo]:
-        return await self._run("list_transactions", False, txn.list_transactions)
-
-    async def describe_producers(
-        self, partitions: Sequence[PartitionKey]
-    ) -> list[DescribeProducersResult]:
-        return await self._run("describe_producers", False, txn.describe_producers, partitions)
-
-    async def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
-        return await self._run("pending_txn_offsets", False, txn.pending_txn_offsets, group_id)
-
-    # -- pipeline
-
-    async def list_file_infos(
-        self, key_prefix: str = "", after_key: str = "", limit: int = 1000
-    ) -> list[FileInfo]:
-        return await self._run(
-            "list_file_infos", False, merge.list_file_infos, key_prefix, after_key, limit
-        )
-
-    async def file_batches(self, object_keys: Sequence[str]) -> list[FileBatch]:
-        return await self._run("file_batches", False, merge.file_batches, object_keys)
-
-    async def file_references(self, object_keys: Sequence[str]) -> list[FileReference]:
-        return await self._run("file_references", False, merge.file_references, object_keys)
-
-    async def commit_merge(
-        self, commits: Sequence[MergeCommit], all_or_nothing: bool = False
-    ) -> list[MergeCommitResult]:
-        return await self._run("commit_merge", True, merge.commit_merge, commits, all_or_nothing)
-
     # -- change notification
 
     async def change_token(self) -> int:
-        return await self._run("change_token", False, self._change_token)
+        return await self._run_conn("change_token", False, self._change_token)
 
     def _change_token(self, conn: sqlite3.Connection) -> int:
         other = int(conn.execute("PRAGMA data_version").fetchone()[0])

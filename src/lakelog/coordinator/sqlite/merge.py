@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
+from lakelog.coordinator.ops.rows import now_ms
 from lakelog.coordinator.pipeline_types import (
     BatchMove,
     FileBatch,
@@ -21,8 +22,7 @@ from lakelog.coordinator.pipeline_types import (
     MergeCommit,
     MergeCommitResult,
 )
-from lakelog.coordinator.sqlite.release import release_file_bytes
-from lakelog.coordinator.sqlite.rows import now_ms
+from lakelog.coordinator.sqlite.rows import release_file_bytes
 from lakelog.errors import ErrorCode
 
 MERGE_UPLOADER = -1

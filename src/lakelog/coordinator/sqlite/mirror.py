@@ -34,7 +34,8 @@ from lakelog.coordinator.mirror_types import (
     MirrorPartitionUpdate,
     MirrorResult,
 )
-from lakelog.coordinator.sqlite.rows import PartitionRow, find_partition
+from lakelog.coordinator.ops.rows import PartitionRow
+from lakelog.coordinator.sqlite.rows import find_partition
 from lakelog.errors import ErrorCode
 
 

@@ -17,7 +17,8 @@ from lakelog.coordinator.mirror_rules import (
     well_formed,
 )
 from lakelog.coordinator.mirror_types import MirrorBatch, MirrorState
-from lakelog.coordinator.sqlite.rows import PartitionRow, find_partition, now_ms
+from lakelog.coordinator.ops.rows import PartitionRow, now_ms
+from lakelog.coordinator.sqlite.rows import find_partition
 from lakelog.errors import ErrorCode
 
 

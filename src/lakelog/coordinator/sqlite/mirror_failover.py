@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from lakelog.coordinator.mirror_rules import truncation_point
 from lakelog.coordinator.mirror_types import MirrorPartition, MirrorResult
 from lakelog.coordinator.sqlite.mirror import alter_mirror, select_partitions
-from lakelog.coordinator.sqlite.release import release_file_bytes
+from lakelog.coordinator.sqlite.rows import release_file_bytes
 from lakelog.errors import ErrorCode
 
 

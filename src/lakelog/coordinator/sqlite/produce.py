@@ -25,8 +25,8 @@ from lakelog.coordinator.commit_plan import (
 from lakelog.coordinator.idempotence import ProducerBatch
 from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
 from lakelog.coordinator.mirror_rules import refuse_read_only
+from lakelog.coordinator.ops.rows import PartitionRow, now_ms
 from lakelog.coordinator.sqlite import mirror_commit, txn
-from lakelog.coordinator.sqlite.rows import PartitionRow, now_ms
 from lakelog.errors import ErrorCode
 
 KEYS_PER_STATEMENT = 300

@@ -19,7 +19,7 @@ from lakelog.coordinator.interface import (
     LogInfo,
     PartitionKey,
 )
-from lakelog.coordinator.sqlite.rows import (
+from lakelog.coordinator.ops.rows import (
     BATCH_COLUMN_COUNT,
     BATCH_COLUMNS,
     BATCH_TIMESTAMP_SQL,
@@ -28,8 +28,8 @@ from lakelog.coordinator.sqlite.rows import (
     batch_timestamp,
     coordinate,
     fetch_weight,
-    find_partition,
 )
+from lakelog.coordinator.sqlite.rows import find_partition
 from lakelog.coordinator.txn_types import AbortedTxn
 from lakelog.errors import ErrorCode
 

@@ -1,82 +1,15 @@
-"""Row shapes and lookups the SQLite transaction bodies share."""
+"""Lookups of the SQLite transaction bodies not yet moved to `coordinator/ops`."""
 
 from __future__ import annotations
 
 import sqlite3
-import time
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
 from uuid import UUID
 
-from lakelog.coordinator.interface import BatchCoordinate, TimestampType
-
-BATCH_COLUMNS = (
-    "COALESCE(f.object_key, ''), b.byte_offset, b.byte_size, b.base_offset, b.last_offset, "
-    "b.base_timestamp, b.max_timestamp, b.timestamp_type, b.log_append_time, "
-    "b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional, b.control_type"
-)
-"""Select list for `coordinate`; the query must read `BATCHES_FROM`."""
-
-BATCH_COLUMN_COUNT = 14
-
-BATCHES_FROM = "batches b LEFT JOIN files f ON f.id = b.file_id"
-"""Batches with their object keys. A LEFT JOIN: transaction markers have no file."""
-
-MARKER_FETCH_BYTES = 78
-"""What a marker weighs against find_batches' max_bytes: its control batch's size (markers
-have byte_size 0, and a log of markers alone must still fill a fetch)."""
-
-BATCH_TIMESTAMP_SQL = (
-    "(CASE WHEN b.timestamp_type = 1 THEN b.log_append_time ELSE b.max_timestamp END)"
-)
-"""A batch's timestamp for list_offsets and retention: the commit time on LogAppendTime
-topics, as Kafka rewrites maxTimestamp there."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def batch_timestamp(timestamp_type: int, max_timestamp: int, log_append_time: int) -> int:
-    """Python twin of BATCH_TIMESTAMP_SQL."""
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        return log_append_time
-    return max_timestamp
-
-
-def coordinate(row: tuple[Any, ...]) -> BatchCoordinate:
-    return BatchCoordinate(
-        object_key=row[0],
-        byte_offset=row[1],
-        byte_size=row[2],
-        base_offset=row[3],
-        last_offset=row[4],
-        base_timestamp=row[5],
-        max_timestamp=row[6],
-        timestamp_type=TimestampType(row[7]),
-        log_append_time=row[8],
-        producer_id=row[9],
-        producer_epoch=row[10],
-        base_sequence=row[11],
-        is_transactional=bool(row[12]),
-        control_type=row[13],
-    )
-
-
-def fetch_weight(batch: BatchCoordinate) -> int:
-    """The bytes a batch counts for against find_batches' max_bytes."""
-    return batch.byte_size if batch.control_type < 0 else MARKER_FETCH_BYTES
-
-
-@dataclass(slots=True)
-class PartitionRow:
-    topic_id: int
-    """The topic's internal row id."""
-    partition: int
-    log_start_offset: int
-    high_watermark: int
-    byte_size: int
-    max_timestamp: int
+from lakelog.coordinator.engine import drive
+from lakelog.coordinator.ops.release import FreedBytes
+from lakelog.coordinator.ops.rows import PartitionRow
+from lakelog.coordinator.sqlite.engine import SqliteSession
 
 
 def find_partition(conn: sqlite3.Connection, topic: UUID, partition: int) -> PartitionRow | None:
@@ -87,3 +20,13 @@ def find_partition(conn: sqlite3.Connection, topic: UUID, partition: int) -> Par
         (str(topic), partition),
     ).fetchone()
     return None if row is None else PartitionRow(*row)
+
+
+def release_file_bytes(
+    conn: sqlite3.Connection, freed: Iterable[tuple[int, int]], now: int
+) -> None:
+    """Lower files' live bytes through the shared `ops.release.FreedBytes`."""
+    gathered = FreedBytes()
+    for file_id, size in freed:
+        gathered.add(file_id, size)
+    drive(gathered.apply(SqliteSession(conn), now))

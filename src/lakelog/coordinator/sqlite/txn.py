@@ -10,9 +10,11 @@ from collections.abc import Iterable, Sequence
 from uuid import UUID
 
 from lakelog.coordinator import txn_rules
+from lakelog.coordinator.engine import drive
 from lakelog.coordinator.interface import OffsetCommit, PartitionKey
-from lakelog.coordinator.sqlite.cluster import allocate_producer_id
-from lakelog.coordinator.sqlite.groups import commit_offsets
+from lakelog.coordinator.ops.cluster import allocate_producer_id
+from lakelog.coordinator.ops.groups import commit_offsets
+from lakelog.coordinator.sqlite.engine import SqliteSession
 from lakelog.coordinator.sqlite.rows import find_partition
 from lakelog.coordinator.txn_rules import TXN_COLUMNS, OngoingTxn, TxnRow
 from lakelog.coordinator.txn_types import (
@@ -81,7 +83,7 @@ def init_transactional_producer(
     if row is None:
         if request.producer_id >= 0:
             return InitTxnProducerResult(ErrorCode.producer_fenced)
-        pid = allocate_producer_id(conn)
+        pid = drive(allocate_producer_id(SqliteSession(conn)))
         conn.execute(
             f"INSERT INTO transactions ({TXN_COLUMNS}, updated_at)"
             " VALUES (?, ?, 0, -1, ?, ?, -1, ?)",
@@ -105,7 +107,7 @@ def init_transactional_producer(
             now_ms=now_ms,
         )
     if plan.new_producer_id:
-        pid = allocate_producer_id(conn)
+        pid = drive(allocate_producer_id(SqliteSession(conn)))
     conn.execute(
         "UPDATE transactions SET producer_id = ?, producer_epoch = ?, last_producer_epoch = ?,"
         " state = ?, timeout_ms = ?, start_time = -1, updated_at = ? WHERE transactional_id = ?",
@@ -339,7 +341,7 @@ def _end(conn: sqlite3.Connection, row: TxnRow, commit: bool, epoch: int, now_ms
                 OffsetCommit(topic, partition, offset, leader_epoch, metadata)
             )
         for group_id, offsets in by_group.items():
-            commit_offsets(conn, group_id, offsets, now_ms)
+            drive(commit_offsets(SqliteSession(conn), group_id, offsets, now_ms))
     for table in ("txn_offsets", "txn_groups", "txn_partitions"):
         conn.execute(f"DELETE FROM {table} WHERE transactional_id = ?", (tid,))
 

@@ -1,11 +1,12 @@
 """Moving the log start (DeleteRecords, retention) and the file lifecycle that follows:
 files lose live bytes, get marked, and are forgotten once the cleaner removed them. The
-partitions a call changes are locked up front, in the writers' order."""
+partitions a call changes are locked up front, in the writers' order (PostgreSQL)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lakelog.coordinator.engine import Session
 from lakelog.coordinator.interface import (
     DeleteRecordsRequest,
     DeleteRecordsResult,
@@ -13,14 +14,8 @@ from lakelog.coordinator.interface import (
     RetentionPolicy,
     RetentionResult,
 )
-from lakelog.coordinator.postgres.release import FreedBytes, drop_batches_below
-from lakelog.coordinator.postgres.rows import (
-    BATCH_TIMESTAMP_SQL,
-    Conn,
-    PartitionRow,
-    find_partitions,
-    now_ms,
-)
+from lakelog.coordinator.ops.release import FreedBytes, drop_batches_below
+from lakelog.coordinator.ops.rows import BATCH_TIMESTAMP_SQL, PartitionRow, find_partitions, now_ms
 from lakelog.errors import ErrorCode
 
 RETENTION_PAGE = 512
@@ -28,25 +23,25 @@ RETENTION_PAGE = 512
 
 
 async def _advance_log_start(
-    conn: Conn, freed: FreedBytes, part: PartitionRow, offset: int
+    s: Session, freed: FreedBytes, part: PartitionRow, offset: int
 ) -> tuple[int, int]:
     """Raise the log start to `offset` (if higher) and drop what falls below it."""
     if offset <= part.log_start_offset:
         return 0, 0
-    await conn.execute(
-        "UPDATE partitions SET log_start_offset = %s WHERE topic_id = %s AND partition = %s",
+    await s.execute(
+        "UPDATE partitions SET log_start_offset = ? WHERE topic_id = ? AND partition = ?",
         (offset, part.topic_id, part.partition),
     )
     part.log_start_offset = offset
-    count, size = await drop_batches_below(conn, freed, part.topic_id, part.partition, offset)
+    count, size = await drop_batches_below(s, freed, part.topic_id, part.partition, offset)
     part.byte_size -= size
     return count, size
 
 
 async def delete_records(
-    conn: Conn, requests: Sequence[DeleteRecordsRequest]
+    s: Session, requests: Sequence[DeleteRecordsRequest]
 ) -> list[DeleteRecordsResult]:
-    parts = await find_partitions(conn, ((r.topic_id, r.partition) for r in requests), True)
+    parts = await find_partitions(s, ((r.topic_id, r.partition) for r in requests), True)
     freed = FreedBytes()
     results: list[DeleteRecordsResult] = []
     for req in requests:
@@ -58,16 +53,16 @@ async def delete_records(
         if target < 0 or target > part.high_watermark:
             results.append(DeleteRecordsResult(ErrorCode.offset_out_of_range))
             continue
-        await _advance_log_start(conn, freed, part, target)
+        await _advance_log_start(s, freed, part, target)
         results.append(DeleteRecordsResult(ErrorCode.none, part.log_start_offset))
-    await freed.apply(conn, now_ms())
+    await freed.apply(s, now_ms())
     return results
 
 
 async def enforce_retention(
-    conn: Conn, policies: Sequence[RetentionPolicy], now: int
+    s: Session, policies: Sequence[RetentionPolicy], now: int
 ) -> list[RetentionResult]:
-    parts = await find_partitions(conn, ((p.topic_id, p.partition) for p in policies), True)
+    parts = await find_partitions(s, ((p.topic_id, p.partition) for p in policies), True)
     freed = FreedBytes()
     results: list[RetentionResult] = []
     for policy in policies:
@@ -75,15 +70,15 @@ async def enforce_retention(
         if part is None:
             results.append(RetentionResult(ErrorCode.unknown_topic_or_partition))
             continue
-        new_start = await _retention_start(conn, part, policy, now)
-        count, size = await _advance_log_start(conn, freed, part, new_start)
+        new_start = await _retention_start(s, part, policy, now)
+        count, size = await _advance_log_start(s, freed, part, new_start)
         results.append(RetentionResult(ErrorCode.none, part.log_start_offset, count, size))
-    await freed.apply(conn, now_ms())
+    await freed.apply(s, now_ms())
     return results
 
 
 async def _retention_start(
-    conn: Conn, part: PartitionRow, policy: RetentionPolicy, now: int
+    s: Session, part: PartitionRow, policy: RetentionPolicy, now: int
 ) -> int:
     """The log start after dropping the leading batches the policy expires."""
     by_time = policy.retention_ms >= 0
@@ -94,13 +89,12 @@ async def _retention_start(
     remaining = part.byte_size
     after = -1
     while True:
-        cursor = await conn.execute(
+        rows = await s.fetchall(
             f"SELECT b.base_offset, b.last_offset, b.byte_size, {BATCH_TIMESTAMP_SQL}"
-            " FROM batches b WHERE b.topic_id = %s AND b.partition = %s AND b.last_offset > %s"
+            " FROM batches b WHERE b.topic_id = ? AND b.partition = ? AND b.last_offset > ?"
             f" ORDER BY b.last_offset LIMIT {RETENTION_PAGE}",
             (part.topic_id, part.partition, after),
         )
-        rows = await cursor.fetchall()
         for base_offset, last_offset, byte_size, timestamp in rows:
             expired = by_time and timestamp < cutoff
             too_big = by_size and remaining - byte_size >= policy.retention_bytes
@@ -112,22 +106,23 @@ async def _retention_start(
             return part.high_watermark
 
 
-async def files_to_delete(conn: Conn, marked_before_ms: int) -> list[FileToDelete]:
-    cursor = await conn.execute(
+async def files_to_delete(s: Session, marked_before_ms: int) -> list[FileToDelete]:
+    rows = await s.fetchall(
         "SELECT object_key, marked_at, size FROM files"
-        " WHERE state = 'deleting' AND marked_at < %s ORDER BY marked_at, object_key",
+        " WHERE state = 'deleting' AND marked_at < ? ORDER BY marked_at, object_key",
         (marked_before_ms,),
     )
-    return [FileToDelete(*row) for row in await cursor.fetchall()]
+    return [FileToDelete(*row) for row in rows]
 
 
-async def delete_files(conn: Conn, object_keys: Sequence[str]) -> None:
-    await conn.execute(
-        "DELETE FROM files WHERE state = 'deleting' AND object_key = ANY(%s::text[])",
-        (list(object_keys),),
+async def delete_files(s: Session, object_keys: Sequence[str]) -> None:
+    keyset, params = s.dialect.keyset("k", (("object_key", "text"),), [(k,) for k in object_keys])
+    await s.execute(
+        "DELETE FROM files WHERE state = 'deleting'"
+        f" AND object_key IN (SELECT k.object_key FROM {keyset})",
+        params,
     )
 
 
-async def list_files(conn: Conn) -> list[str]:
-    cursor = await conn.execute("SELECT object_key FROM files ORDER BY object_key")
-    return [row[0] for row in await cursor.fetchall()]
+async def list_files(s: Session) -> list[str]:
+    return [row[0] for row in await s.fetchall("SELECT object_key FROM files ORDER BY object_key")]

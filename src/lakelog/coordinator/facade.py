@@ -1,0 +1,479 @@
+"""The batch coordinator written once: every `BatchCoordinator` method is one operation
+(`coordinator/ops/`) run by `_run` in one transaction of the engine underneath, and timed
+under its own name (`coordinator_latency_seconds{method=...}`). An engine subclass
+(`sqlite/coordinator.py`, `postgres/coordinator.py`) supplies `_run`, its lifecycle and
+change notifications, and overrides a method only where the engines truly differ."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
+from uuid import UUID
+
+from lakelog.coordinator.engine import Op
+from lakelog.coordinator.interface import (
+    AlterTopicConfigsRequest,
+    BatchCoordinator,
+    BrokerInfo,
+    CommitBatch,
+    CommitBatchResult,
+    CommittedOffset,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    CreateTopicResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResult,
+    DeleteTopicResult,
+    FileToDelete,
+    FindBatchesRequest,
+    FindBatchesResult,
+    GroupRecord,
+    ListOffsetsRequest,
+    ListOffsetsResult,
+    LogInfo,
+    OffsetCommit,
+    PartitionKey,
+    RetentionPolicy,
+    RetentionResult,
+    TopicInfo,
+    TopicResult,
+)
+from lakelog.coordinator.mirror_types import (
+    MirrorBatch,
+    MirrorDefinition,
+    MirrorPartition,
+    MirrorPartitionUpdate,
+    MirrorResult,
+)
+from lakelog.coordinator.ops import cleanup, cluster, groups, topics
+from lakelog.coordinator.pipeline_types import (
+    FileBatch,
+    FileInfo,
+    FileReference,
+    MergeCommit,
+    MergeCommitResult,
+)
+from lakelog.coordinator.txn_types import (
+    DescribeProducersResult,
+    InitTxnProducerRequest,
+    InitTxnProducerResult,
+    TransactionInfo,
+    TxnOffsetCommitRequest,
+    TxnRef,
+)
+from lakelog.errors import ErrorCode
+
+T = TypeVar("T")
+
+
+class SqlBatchCoordinator(BatchCoordinator):
+    bodies: ClassVar[Any]
+    """The engine's modules of operations not yet moved to `coordinator/ops` (produce,
+    read, txn, merge, mirror, mirror_commit, mirror_failover): bodies taking the engine's
+    own connection, run by `_run_conn`. Each moves out as it is written once."""
+
+    async def _run_conn(
+        self, method: str, write: bool, body: Callable[..., Any], *args: Any
+    ) -> Any:
+        """Run a not-yet-moved body on the engine's own connection, like `_run`."""
+        raise NotImplementedError
+
+    async def _run(self, method: str, write: bool, op: Op[T], *args: Any) -> T:
+        """Run `op(session, *args)` in one transaction (a write one if `write`), retried
+        as the engine sees fit, and observe its latency under `method`."""
+        raise NotImplementedError
+
+    # -- topics
+
+    async def create_topics(
+        self, requests: Sequence[CreateTopicRequest], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        return await self._run(
+            "create_topics", not validate_only, topics.create_topics, requests, validate_only
+        )
+
+    async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
+        return await self._run("delete_topics", True, topics.delete_topics, names)
+
+    async def create_partitions(
+        self, requests: Sequence[CreatePartitionsRequest], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self._run(
+            "create_partitions",
+            not validate_only,
+            topics.create_partitions,
+            requests,
+            validate_only,
+        )
+
+    async def get_topics(self, names: Sequence[str] | None = None) -> list[TopicInfo]:
+        return await self._run("get_topics", False, topics.get_topics, names)
+
+    async def get_topics_by_id(self, topic_ids: Sequence[UUID]) -> list[TopicInfo]:
+        return await self._run("get_topics_by_id", False, topics.get_topics_by_id, topic_ids)
+
+    async def alter_topic_configs(
+        self, requests: Sequence[AlterTopicConfigsRequest], validate_only: bool = False
+    ) -> list[TopicResult]:
+        return await self._run(
+            "alter_topic_configs",
+            not validate_only,
+            topics.alter_topic_configs,
+            requests,
+            validate_only,
+        )
+
+    # -- deletion and retention
+
+    async def delete_records(
+        self, requests: Sequence[DeleteRecordsRequest]
+    ) -> list[DeleteRecordsResult]:
+        return await self._run("delete_records", True, cleanup.delete_records, requests)
+
+    async def enforce_retention(
+        self, policies: Sequence[RetentionPolicy], now_ms: int
+    ) -> list[RetentionResult]:
+        return await self._run(
+            "enforce_retention", True, cleanup.enforce_retention, policies, now_ms
+        )
+
+    async def files_to_delete(self, marked_before_ms: int) -> list[FileToDelete]:
+        return await self._run("files_to_delete", False, cleanup.files_to_delete, marked_before_ms)
+
+    async def delete_files(self, object_keys: Sequence[str]) -> None:
+        await self._run("delete_files", True, cleanup.delete_files, object_keys)
+
+    async def list_files(self) -> list[str]:
+        return await self._run("list_files", False, cleanup.list_files)
+
+    # -- consumer groups
+
+    async def commit_offsets(
+        self, group_id: str, offsets: Sequence[OffsetCommit], now_ms: int
+    ) -> None:
+        await self._run("commit_offsets", True, groups.commit_offsets, group_id, offsets, now_ms)
+
+    async def fetch_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[CommittedOffset]:
+        return await self._run("fetch_offsets", False, groups.fetch_offsets, group_id, partitions)
+
+    async def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> None:
+        await self._run("delete_offsets", True, groups.delete_offsets, group_id, partitions)
+
+    async def save_group(self, group: GroupRecord) -> None:
+        await self._run("save_group", True, groups.save_group, group)
+
+    async def load_group(self, group_id: str) -> GroupRecord | None:
+        return await self._run("load_group", False, groups.load_group, group_id)
+
+    async def list_groups(self) -> list[GroupRecord]:
+        return await self._run("list_groups", False, groups.list_groups)
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
+        return await self._run("delete_groups", True, groups.delete_groups, group_ids)
+
+    async def expire_offsets(self, committed_before_ms: int) -> int:
+        return await self._run("expire_offsets", True, groups.expire_offsets, committed_before_ms)
+
+    # -- producers and brokers
+
+    async def allocate_producer_id(self) -> int:
+        return await self._run("allocate_producer_id", True, cluster.allocate_producer_id)
+
+    async def register_broker(self, broker_id: int, rack: str | None, host: str, port: int) -> int:
+        return await self._run(
+            "register_broker", True, cluster.register_broker, broker_id, rack, host, port
+        )
+
+    async def heartbeat_broker(self, broker_id: int, broker_epoch: int) -> ErrorCode:
+        return await self._run(
+            "heartbeat_broker", True, cluster.heartbeat_broker, broker_id, broker_epoch
+        )
+
+    async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
+        return await self._run("list_brokers", False, cluster.list_brokers, alive_since_ms)
+
+    async def fence_broker(
+        self, broker_id: int, broker_epoch: int, silent_since_ms: int, *, left: bool = False
+    ) -> bool:
+        return await self._run(
+            "fence_broker",
+            True,
+            cluster.fence_broker,
+            broker_id,
+            broker_epoch,
+            silent_since_ms,
+            left,
+        )
+
+    # -- produce
+
+    async def commit_file(
+        self,
+        object_key: str,
+        uploader_broker_id: int,
+        broker_epoch: int,
+        file_size: int,
+        batches: Sequence[CommitBatch],
+    ) -> list[CommitBatchResult]:
+        return await self._run_conn(
+            "commit_file",
+            True,
+            self.bodies.produce.commit_file,
+            object_key,
+            uploader_broker_id,
+            broker_epoch,
+            file_size,
+            batches,
+        )
+
+    async def commit_outcome(self, object_key: str) -> dict[int, CommitBatchResult] | None:
+        return await self._run_conn(
+            "commit_outcome", False, self.bodies.produce.committed_batches, object_key
+        )
+
+    # -- fetch
+
+    async def find_batches(self, requests: Sequence[FindBatchesRequest]) -> list[FindBatchesResult]:
+        return await self._run_conn("find_batches", False, self.bodies.read.find_batches, requests)
+
+    async def log_info(self, partitions: Sequence[PartitionKey]) -> list[LogInfo]:
+        return await self._run_conn("log_info", False, self.bodies.read.log_info, partitions)
+
+    async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> list[ListOffsetsResult]:
+        return await self._run_conn("list_offsets", False, self.bodies.read.list_offsets, requests)
+
+    # -- transactions
+
+    async def init_transactional_producer(
+        self, request: InitTxnProducerRequest, now_ms: int
+    ) -> InitTxnProducerResult:
+        return await self._run_conn(
+            "init_transactional_producer",
+            True,
+            self.bodies.txn.init_transactional_producer,
+            request,
+            now_ms,
+        )
+
+    async def add_partitions_to_txn(
+        self, txn_ref: TxnRef, partitions: Sequence[PartitionKey], now_ms: int, verify_only: bool
+    ) -> list[ErrorCode]:
+        return await self._run_conn(
+            "add_partitions_to_txn",
+            not verify_only,
+            self.bodies.txn.add_partitions_to_txn,
+            txn_ref,
+            partitions,
+            now_ms,
+            verify_only,
+        )
+
+    async def add_offsets_to_txn(self, txn_ref: TxnRef, group_id: str, now_ms: int) -> ErrorCode:
+        return await self._run_conn(
+            "add_offsets_to_txn",
+            True,
+            self.bodies.txn.add_offsets_to_txn,
+            txn_ref,
+            group_id,
+            now_ms,
+        )
+
+    async def txn_offset_commit(
+        self, request: TxnOffsetCommitRequest, now_ms: int
+    ) -> list[ErrorCode]:
+        return await self._run_conn(
+            "txn_offset_commit", True, self.bodies.txn.txn_offset_commit, request, now_ms
+        )
+
+    async def end_txn(self, txn_ref: TxnRef, commit: bool, now_ms: int) -> ErrorCode:
+        return await self._run_conn(
+            "end_txn", True, self.bodies.txn.end_txn, txn_ref, commit, now_ms
+        )
+
+    async def abort_expired_transactions(self, now_ms: int) -> list[str]:
+        return await self._run_conn(
+            "abort_expired_transactions", True, self.bodies.txn.abort_expired_transactions, now_ms
+        )
+
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> list[TransactionInfo | None]:
+        return await self._run_conn(
+            "describe_transactions", False, self.bodies.txn.describe_transactions, transactional_ids
+        )
+
+    async def list_transactions(self) -> list[TransactionInfo]:
+        return await self._run_conn("list_transactions", False, self.bodies.txn.list_transactions)
+
+    async def describe_producers(
+        self, partitions: Sequence[PartitionKey]
+    ) -> list[DescribeProducersResult]:
+        return await self._run_conn(
+            "describe_producers", False, self.bodies.txn.describe_producers, partitions
+        )
+
+    async def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        return await self._run_conn(
+            "pending_txn_offsets", False, self.bodies.txn.pending_txn_offsets, group_id
+        )
+
+    # -- pipeline
+
+    async def list_file_infos(
+        self, key_prefix: str = "", after_key: str = "", limit: int = 1000
+    ) -> list[FileInfo]:
+        return await self._run_conn(
+            "list_file_infos",
+            False,
+            self.bodies.merge.list_file_infos,
+            key_prefix,
+            after_key,
+            limit,
+        )
+
+    async def file_batches(self, object_keys: Sequence[str]) -> list[FileBatch]:
+        return await self._run_conn(
+            "file_batches", False, self.bodies.merge.file_batches, object_keys
+        )
+
+    async def file_references(self, object_keys: Sequence[str]) -> list[FileReference]:
+        return await self._run_conn(
+            "file_references", False, self.bodies.merge.file_references, object_keys
+        )
+
+    async def commit_merge(
+        self, commits: Sequence[MergeCommit], all_or_nothing: bool = False
+    ) -> list[MergeCommitResult]:
+        return await self._run_conn(
+            "commit_merge", True, self.bodies.merge.commit_merge, commits, all_or_nothing
+        )
+
+    # -- mirroring
+
+    async def create_mirror(self, definition: MirrorDefinition, now_ms: int) -> MirrorResult:
+        return await self._run_conn(
+            "create_mirror", True, self.bodies.mirror.create_mirror, definition, now_ms
+        )
+
+    async def delete_mirror(self, name: str) -> MirrorResult:
+        return await self._run_conn("delete_mirror", True, self.bodies.mirror.delete_mirror, name)
+
+    async def list_mirrors(self, names: Sequence[str] | None = None) -> list[MirrorDefinition]:
+        return await self._run_conn("list_mirrors", False, self.bodies.mirror.list_mirrors, names)
+
+    async def alter_mirror(
+        self,
+        name: str,
+        add_topics: Sequence[str] = (),
+        add_patterns: Sequence[str] = (),
+        remove_topics: Sequence[str] = (),
+    ) -> MirrorResult:
+        return await self._run_conn(
+            "alter_mirror",
+            True,
+            self.bodies.mirror.alter_mirror,
+            name,
+            add_topics,
+            add_patterns,
+            remove_topics,
+        )
+
+    async def add_mirror_partitions(
+        self, name: str, partitions: Sequence[PartitionKey], restart: bool, now_ms: int
+    ) -> list[MirrorResult]:
+        return await self._run_conn(
+            "add_mirror_partitions",
+            True,
+            self.bodies.mirror.add_mirror_partitions,
+            name,
+            partitions,
+            restart,
+            now_ms,
+        )
+
+    async def mirror_partitions(
+        self, mirror: str | None = None, topic_ids: Sequence[UUID] | None = None
+    ) -> list[MirrorPartition]:
+        return await self._run_conn(
+            "mirror_partitions", False, self.bodies.mirror.mirror_partitions, mirror, topic_ids
+        )
+
+    async def acquire_mirror_leases(
+        self, broker_id: int, broker_epoch: int, live_brokers: int, now_ms: int, ttl_ms: int
+    ) -> list[MirrorPartition]:
+        return await self._run_conn(
+            "acquire_mirror_leases",
+            True,
+            self.bodies.mirror.acquire_mirror_leases,
+            broker_id,
+            broker_epoch,
+            live_brokers,
+            now_ms,
+            ttl_ms,
+        )
+
+    async def update_mirror_partitions(
+        self, updates: Sequence[MirrorPartitionUpdate], now_ms: int
+    ) -> list[ErrorCode]:
+        return await self._run_conn(
+            "update_mirror_partitions",
+            True,
+            self.bodies.mirror.update_mirror_partitions,
+            updates,
+            now_ms,
+        )
+
+    async def commit_mirror(
+        self,
+        object_key: str,
+        broker_id: int,
+        broker_epoch: int,
+        file_size: int,
+        batches: Sequence[MirrorBatch],
+    ) -> list[CommitBatchResult]:
+        return await self._run_conn(
+            "commit_mirror",
+            True,
+            self.bodies.mirror_commit.commit_mirror,
+            object_key,
+            broker_id,
+            broker_epoch,
+            file_size,
+            batches,
+        )
+
+    async def stop_mirror_topics(
+        self, name: str, topics: Sequence[str], now_ms: int
+    ) -> list[MirrorResult]:
+        return await self._run_conn(
+            "stop_mirror_topics",
+            True,
+            self.bodies.mirror_failover.stop_mirror_topics,
+            name,
+            topics,
+            now_ms,
+        )
+
+    async def finish_mirror_failover(self, now_ms: int) -> list[MirrorPartition]:
+        return await self._run_conn(
+            "finish_mirror_failover",
+            True,
+            self.bodies.mirror_failover.finish_mirror_failover,
+            now_ms,
+        )
+
+    async def mirror_topic_ids(self) -> list[UUID]:
+        return await self._run_conn("mirror_topic_ids", False, self.bodies.mirror.mirror_topic_ids)
+
+    async def claim_mirror_task(self, name: str, broker_id: int, now_ms: int, ttl_ms: int) -> bool:
+        return await self._run_conn(
+            "claim_mirror_task",
+            True,
+            self.bodies.mirror.claim_mirror_task,
+            name,
+            broker_id,
+            now_ms,
+            ttl_ms,
+        )

@@ -1,0 +1,113 @@
+"""The PostgreSQL side of the engine seam (see `coordinator/engine.py`): a session over a
+pooled connection in pipeline mode, inside the transaction `transaction.Transactions`
+opened. `execute` and `send` only queue a statement; the round trip happens when a result
+is first read (or at COMMIT), so BEGIN, the statements nobody reads, NOTIFY and COMMIT
+share round trips with the ones that are read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from psycopg import AsyncCursor
+from psycopg.types.json import Jsonb
+
+from lakelog.coordinator.engine import Params, Row
+from lakelog.coordinator.postgres.rows import Conn
+
+_SEQUENCES = {"producer_id": "producer_ids", "broker_epoch": "broker_epochs"}
+
+_converted: dict[str, str] = {}
+
+
+def pg_sql(sql: str) -> str:
+    """`?` placeholders as psycopg's `%s` (and a literal `%` as `%%`), remembered."""
+    done = _converted.get(sql)
+    if done is None:
+        done = _converted[sql] = sql.replace("%", "%%").replace("?", "%s")
+    return done
+
+
+class PostgresDialect:
+    name = "postgresql"
+    for_update = " FOR UPDATE"
+
+    def uuid(self, value: UUID) -> Any:
+        return value
+
+    def to_uuid(self, value: Any) -> UUID:
+        return value if isinstance(value, UUID) else UUID(str(value))
+
+    def json(self, value: dict[str, Any]) -> Any:
+        return Jsonb(value)
+
+    def from_json(self, value: Any) -> dict[str, Any]:
+        return dict(value)
+
+    def keyset(
+        self,
+        alias: str,
+        columns: Sequence[tuple[str, str]],
+        rows: Sequence[Sequence[Any]],
+        ordinality: str | None = None,
+    ) -> tuple[str, list[Any]]:
+        """`unnest` of one array parameter per column."""
+        arrays = ", ".join(f"?::{pg_type}[]" for _, pg_type in columns)
+        names = [name for name, _ in columns] + ([ordinality] if ordinality else [])
+        fragment = f"unnest({arrays}){' WITH ORDINALITY' if ordinality else ''}"
+        params = [[row[i] for row in rows] for i in range(len(columns))]
+        return f"{fragment} AS {alias} ({', '.join(names)})", params
+
+
+POSTGRES = PostgresDialect()
+
+
+class _Sent:
+    __slots__ = ("_cursor",)
+
+    def __init__(self, cursor: AsyncCursor[Any]) -> None:
+        self._cursor = cursor
+
+    async def fetchall(self) -> list[Row]:
+        return await self._cursor.fetchall()
+
+    async def fetchone(self) -> Row | None:
+        row: Row | None = await self._cursor.fetchone()
+        return row
+
+
+class PostgresSession:
+    __slots__ = ("conn",)
+
+    dialect = POSTGRES
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    async def execute(self, sql: str, params: Params = ()) -> None:
+        await self.conn.execute(pg_sql(sql), params)
+
+    async def executemany(self, sql: str, rows: Sequence[Params]) -> None:
+        if not rows:
+            return
+        async with self.conn.cursor() as cursor:
+            await cursor.executemany(pg_sql(sql), rows)
+
+    async def send(self, sql: str, params: Params = ()) -> _Sent:
+        return _Sent(await self.conn.execute(pg_sql(sql), params))
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        cursor = await self.conn.execute(pg_sql(sql), params)
+        return await cursor.fetchall()
+
+    async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
+        cursor = await self.conn.execute(pg_sql(sql), params)
+        row: Row | None = await cursor.fetchone()
+        return row
+
+    async def next_value(self, counter: str) -> int:
+        cursor = await self.conn.execute(f"SELECT nextval('{_SEQUENCES[counter]}')")
+        row = await cursor.fetchone()
+        assert row is not None
+        return int(row[0])

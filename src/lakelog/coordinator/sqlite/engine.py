@@ -1,0 +1,103 @@
+"""The SQLite side of the engine seam (see `coordinator/engine.py`): a session over the
+coordinator's one connection, used on its database thread inside the transaction the
+coordinator opened (`BEGIN IMMEDIATE` for writes). Every method runs at once; awaiting
+one never suspends, so `engine.drive` runs an operation without an event loop."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from lakelog.coordinator.engine import Params, Row
+
+
+class SqliteDialect:
+    name = "sqlite"
+    for_update = ""
+
+    def uuid(self, value: UUID) -> Any:
+        return str(value)
+
+    def to_uuid(self, value: Any) -> UUID:
+        return UUID(value)
+
+    def json(self, value: dict[str, Any]) -> Any:
+        return json.dumps(value, sort_keys=True)
+
+    def from_json(self, value: Any) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(value)
+        return loaded
+
+    def keyset(
+        self,
+        alias: str,
+        columns: Sequence[tuple[str, str]],
+        rows: Sequence[Sequence[Any]],
+        ordinality: str | None = None,
+    ) -> tuple[str, list[Any]]:
+        """`json_each` over one JSON array of rows: any number of rows in one parameter
+        (a VALUES list would meet SQLite's limit on parameters)."""
+        picks = [f"j.value ->> {i} AS {name}" for i, (name, _) in enumerate(columns)]
+        if ordinality:
+            picks.append(f"j.key + 1 AS {ordinality}")
+        return (
+            f"(SELECT {', '.join(picks)} FROM json_each(?) AS j) AS {alias}",
+            [json.dumps([list(row) for row in rows])],
+        )
+
+
+SQLITE = SqliteDialect()
+
+_COUNTERS = {"producer_id": 0, "broker_epoch": 1}
+"""Counter name and what the stored value is offset by (the row holds the next producer
+id, and the last broker epoch handed out)."""
+
+
+class _Done:
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: list[Row]) -> None:
+        self._rows = rows
+
+    async def fetchall(self) -> list[Row]:
+        return self._rows
+
+    async def fetchone(self) -> Row | None:
+        return self._rows[0] if self._rows else None
+
+
+class SqliteSession:
+    __slots__ = ("conn",)
+
+    dialect = SQLITE
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    async def execute(self, sql: str, params: Params = ()) -> None:
+        self.conn.execute(sql, params)
+
+    async def executemany(self, sql: str, rows: Sequence[Params]) -> None:
+        self.conn.executemany(sql, rows)
+
+    async def send(self, sql: str, params: Params = ()) -> _Done:
+        return _Done(self.conn.execute(sql, params).fetchall())
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        return self.conn.execute(sql, params).fetchall()
+
+    async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
+        row: Row | None = self.conn.execute(sql, params).fetchone()
+        return row
+
+    async def next_value(self, counter: str) -> int:
+        row = self.conn.execute(
+            "UPDATE counters SET value = value + 1 WHERE name = ? RETURNING value - 1",
+            (counter,),
+        ).fetchone()
+        if row is None:
+            raise RuntimeError(f"counter {counter!r} missing: schema not migrated?")
+        return int(row[0]) + _COUNTERS[counter]
