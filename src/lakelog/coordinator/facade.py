@@ -6,6 +6,7 @@ change notifications, and overrides a method only where the engines truly differ
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
@@ -72,16 +73,16 @@ class SqlBatchCoordinator(BatchCoordinator):
     read, txn, merge, mirror, mirror_commit, mirror_failover): bodies taking the engine's
     own connection, run by `_run_conn`. Each moves out as it is written once."""
 
+    @abc.abstractmethod
     async def _run_conn(
         self, method: str, write: bool, body: Callable[..., Any], *args: Any
     ) -> Any:
         """Run a not-yet-moved body on the engine's own connection, like `_run`."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def _run(self, method: str, write: bool, op: Op[T], *args: Any) -> T:
         """Run `op(session, *args)` in one transaction (a write one if `write`), retried
         as the engine sees fit, and observe its latency under `method`."""
-        raise NotImplementedError
 
     # -- topics
 
