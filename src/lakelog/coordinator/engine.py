@@ -46,6 +46,10 @@ class Dialect(Protocol):
     """Suffix that locks the selected rows until the transaction ends (" FOR UPDATE" on
     PostgreSQL; "" on SQLite, whose one writer already holds the database)."""
 
+    for_key_share: str
+    """Suffix that keeps the selected rows' keys from changing until the transaction ends,
+    without blocking other writers of their other columns (" FOR KEY SHARE"; "")."""
+
     def uuid(self, value: UUID) -> Any:
         """A topic id as a parameter (SQLite stores the canonical text, PostgreSQL UUID)."""
         ...
@@ -76,6 +80,13 @@ class Dialect(Protocol):
         parameter. Either way one parameter list, however many rows."""
         ...
 
+    def join_each(self, table: str, alias: str, on: str) -> str:
+        """A join of `table` (as `alias`) to the rows before it, matched by `on`, that
+        looks each row up by index: PostgreSQL's planner may hash-join a keyset of unknown
+        size against a whole table, so there it is a LATERAL subquery (one index scan per
+        row); SQLite's nested loop already is that."""
+        ...
+
 
 class Session(Protocol):
     """One transaction's statements. Placeholders are `?`."""
@@ -93,6 +104,15 @@ class Session(Protocol):
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]: ...
 
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None: ...
+
+    async def insert_int_rows(
+        self, table: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[int]]
+    ) -> None:
+        """Insert rows of integers (columns are (name, PostgreSQL type) pairs; a boolean
+        column takes 0 or 1): the hot path's bulk write. SQLite: one prepared INSERT run
+        per row; PostgreSQL: one two-dimensional bigint array in binary format, not
+        waited for."""
+        ...
 
     async def next_value(self, counter: str) -> int:
         """The next value of a cluster-wide counter ("producer_id" from 0, "broker_epoch"

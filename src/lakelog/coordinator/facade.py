@@ -46,7 +46,7 @@ from lakelog.coordinator.mirror_types import (
     MirrorPartitionUpdate,
     MirrorResult,
 )
-from lakelog.coordinator.ops import cleanup, cluster, groups, topics
+from lakelog.coordinator.ops import cleanup, cluster, groups, produce, topics, txn
 from lakelog.coordinator.pipeline_types import (
     FileBatch,
     FileInfo,
@@ -218,10 +218,10 @@ class SqlBatchCoordinator(BatchCoordinator):
         file_size: int,
         batches: Sequence[CommitBatch],
     ) -> list[CommitBatchResult]:
-        return await self._run_conn(
+        return await self._run(
             "commit_file",
             True,
-            self.bodies.produce.commit_file,
+            produce.commit_file,
             object_key,
             uploader_broker_id,
             broker_epoch,
@@ -230,9 +230,7 @@ class SqlBatchCoordinator(BatchCoordinator):
         )
 
     async def commit_outcome(self, object_key: str) -> dict[int, CommitBatchResult] | None:
-        return await self._run_conn(
-            "commit_outcome", False, self.bodies.produce.committed_batches, object_key
-        )
+        return await self._run("commit_outcome", False, produce.committed_batches, object_key)
 
     # -- fetch
 
@@ -250,21 +248,17 @@ class SqlBatchCoordinator(BatchCoordinator):
     async def init_transactional_producer(
         self, request: InitTxnProducerRequest, now_ms: int
     ) -> InitTxnProducerResult:
-        return await self._run_conn(
-            "init_transactional_producer",
-            True,
-            self.bodies.txn.init_transactional_producer,
-            request,
-            now_ms,
+        return await self._run(
+            "init_transactional_producer", True, txn.init_transactional_producer, request, now_ms
         )
 
     async def add_partitions_to_txn(
         self, txn_ref: TxnRef, partitions: Sequence[PartitionKey], now_ms: int, verify_only: bool
     ) -> list[ErrorCode]:
-        return await self._run_conn(
+        return await self._run(
             "add_partitions_to_txn",
             not verify_only,
-            self.bodies.txn.add_partitions_to_txn,
+            txn.add_partitions_to_txn,
             txn_ref,
             partitions,
             now_ms,
@@ -272,53 +266,49 @@ class SqlBatchCoordinator(BatchCoordinator):
         )
 
     async def add_offsets_to_txn(self, txn_ref: TxnRef, group_id: str, now_ms: int) -> ErrorCode:
-        return await self._run_conn(
-            "add_offsets_to_txn",
-            True,
-            self.bodies.txn.add_offsets_to_txn,
-            txn_ref,
-            group_id,
-            now_ms,
+        return await self._run(
+            "add_offsets_to_txn", True, txn.add_offsets_to_txn, txn_ref, group_id, now_ms
         )
 
     async def txn_offset_commit(
         self, request: TxnOffsetCommitRequest, now_ms: int
     ) -> list[ErrorCode]:
-        return await self._run_conn(
-            "txn_offset_commit", True, self.bodies.txn.txn_offset_commit, request, now_ms
-        )
+        return await self._run("txn_offset_commit", True, txn.txn_offset_commit, request, now_ms)
 
     async def end_txn(self, txn_ref: TxnRef, commit: bool, now_ms: int) -> ErrorCode:
-        return await self._run_conn(
-            "end_txn", True, self.bodies.txn.end_txn, txn_ref, commit, now_ms
-        )
+        return await self._run("end_txn", True, txn.end_txn, txn_ref, commit, now_ms)
 
     async def abort_expired_transactions(self, now_ms: int) -> list[str]:
-        return await self._run_conn(
-            "abort_expired_transactions", True, self.bodies.txn.abort_expired_transactions, now_ms
+        # One read finds the candidates, then one write transaction per abort: aborts on
+        # several brokers never hold each other's partition locks.
+        candidates = await self._run(
+            "expired_transactions", False, txn.expired_transactions, now_ms
         )
+        aborted: list[str] = []
+        for tid in candidates:
+            if await self._run(
+                "abort_expired_transaction", True, txn.abort_if_expired, tid, now_ms
+            ):
+                aborted.append(tid)
+        return aborted
 
     async def describe_transactions(
         self, transactional_ids: Sequence[str]
     ) -> list[TransactionInfo | None]:
-        return await self._run_conn(
-            "describe_transactions", False, self.bodies.txn.describe_transactions, transactional_ids
+        return await self._run(
+            "describe_transactions", False, txn.describe_transactions, transactional_ids
         )
 
     async def list_transactions(self) -> list[TransactionInfo]:
-        return await self._run_conn("list_transactions", False, self.bodies.txn.list_transactions)
+        return await self._run("list_transactions", False, txn.list_transactions)
 
     async def describe_producers(
         self, partitions: Sequence[PartitionKey]
     ) -> list[DescribeProducersResult]:
-        return await self._run_conn(
-            "describe_producers", False, self.bodies.txn.describe_producers, partitions
-        )
+        return await self._run("describe_producers", False, txn.describe_producers, partitions)
 
     async def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
-        return await self._run_conn(
-            "pending_txn_offsets", False, self.bodies.txn.pending_txn_offsets, group_id
-        )
+        return await self._run("pending_txn_offsets", False, txn.pending_txn_offsets, group_id)
 
     # -- pipeline
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from lakelog.coordinator.engine import Session
+from lakelog.coordinator.engine import Pending, Session
 from lakelog.coordinator.interface import BatchCoordinate, TimestampType
 
 BATCH_COLUMNS = (
@@ -85,18 +85,20 @@ PartitionKeyTuple = tuple[UUID, int]
 _PARTITION_KEYS = (("topic_uuid", "uuid"), ("partition", "int"))
 
 
-async def find_partitions(
+async def send_partitions(
     s: Session, keys: Iterable[PartitionKeyTuple], lock: bool = False
-) -> dict[PartitionKeyTuple, PartitionRow]:
-    """The partitions that exist among `keys`, in one query. With `lock` (PostgreSQL), the
-    rows are locked FOR UPDATE in (topic row id, partition) order, the one order every
-    writer uses, so two writers touching the same partitions never deadlock."""
+) -> Pending | None:
+    """Send the lookup of the partitions that exist among `keys` (None if there are none);
+    read it with `partitions_of`, after sending what else can travel in the same round
+    trip. With `lock` (PostgreSQL), the rows are locked FOR UPDATE in (topic row id,
+    partition) order, the one order every writer uses, so two writers touching the same
+    partitions never deadlock."""
     wanted = list(dict.fromkeys(keys))
     if not wanted:
-        return {}
+        return None
     d = s.dialect
     keyset, params = d.keyset("k", _PARTITION_KEYS, [(d.uuid(t), p) for t, p in wanted])
-    rows = await s.fetchall(
+    return await s.send(
         "SELECT t.topic_uuid, p.topic_id, p.partition, p.log_start_offset, p.high_watermark,"
         f" p.byte_size, p.max_timestamp FROM {keyset}"
         " JOIN topics t ON t.topic_uuid = k.topic_uuid"
@@ -105,7 +107,21 @@ async def find_partitions(
         + (d.for_update + " OF p" if lock and d.for_update else ""),
         params,
     )
-    return {(d.to_uuid(row[0]), row[2]): PartitionRow(*row[1:]) for row in rows}
+
+
+async def partitions_of(s: Session, sent: Pending | None) -> dict[PartitionKeyTuple, PartitionRow]:
+    """The answer to `send_partitions`, by (topic id, partition)."""
+    if sent is None:
+        return {}
+    to_uuid = s.dialect.to_uuid
+    return {(to_uuid(row[0]), row[2]): PartitionRow(*row[1:]) for row in await sent.fetchall()}
+
+
+async def find_partitions(
+    s: Session, keys: Iterable[PartitionKeyTuple], lock: bool = False
+) -> dict[PartitionKeyTuple, PartitionRow]:
+    """The partitions that exist among `keys`, in one query (see `send_partitions`)."""
+    return await partitions_of(s, await send_partitions(s, keys, lock))
 
 
 async def lock_topic_partitions(s: Session, topic_ids: Iterable[int]) -> None:

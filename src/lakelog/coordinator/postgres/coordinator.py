@@ -25,9 +25,7 @@ from lakelog.coordinator.postgres import (
     mirror,
     mirror_commit,
     mirror_failover,
-    produce,
     read,
-    txn,
 )
 from lakelog.coordinator.postgres.engine import PostgresSession
 from lakelog.coordinator.postgres.listener import ChangeListener, current_schema
@@ -58,9 +56,7 @@ POOL_OPEN_TIMEOUT_S = 30.0
 
 class PostgresBatchCoordinator(SqlBatchCoordinator):
     bodies = SimpleNamespace(
-        produce=produce,
         read=read,
-        txn=txn,
         merge=merge,
         mirror=mirror,
         mirror_commit=mirror_commit,
@@ -146,17 +142,6 @@ class PostgresBatchCoordinator(SqlBatchCoordinator):
         if updated:
             return ErrorCode.none
         return ErrorCode.stale_broker_epoch if known else ErrorCode.broker_id_not_registered
-
-    # -- transactions: expired ones aborted one transaction each (locking)
-
-    async def abort_expired_transactions(self, now_ms: int) -> list[str]:
-        tx = self._run_tx()
-        candidates = await tx.run("expired_transactions", False, txn.expired_transactions, now_ms)
-        aborted: list[str] = []
-        for tid in candidates:
-            if await tx.run("abort_expired_transaction", True, txn.abort_if_expired, tid, now_ms):
-                aborted.append(tid)
-        return aborted
 
     # -- change notification
 

@@ -14,6 +14,7 @@ from psycopg import AsyncCursor
 from psycopg.types.json import Jsonb
 
 from lakelog.coordinator.engine import Params, Row
+from lakelog.coordinator.postgres.arrays import int4s, int8_rows, int8s, uuids
 from lakelog.coordinator.postgres.rows import Conn
 
 _SEQUENCES = {"producer_id": "producer_ids", "broker_epoch": "broker_epochs"}
@@ -32,6 +33,7 @@ def pg_sql(sql: str) -> str:
 class PostgresDialect:
     name = "postgresql"
     for_update = " FOR UPDATE"
+    for_key_share = " FOR KEY SHARE"
 
     def uuid(self, value: UUID) -> Any:
         return value
@@ -52,15 +54,53 @@ class PostgresDialect:
         rows: Sequence[Sequence[Any]],
         ordinality: str | None = None,
     ) -> tuple[str, list[Any]]:
-        """`unnest` of one array parameter per column."""
+        """`unnest` of one array parameter per column (integer and uuid columns in binary
+        format, see `arrays`)."""
         arrays = ", ".join(f"?::{pg_type}[]" for _, pg_type in columns)
         names = [name for name, _ in columns] + ([ordinality] if ordinality else [])
         fragment = f"unnest({arrays}){' WITH ORDINALITY' if ordinality else ''}"
-        params = [[row[i] for row in rows] for i in range(len(columns))]
+        params = [
+            _array([row[i] for row in rows], pg_type) for i, (_, pg_type) in enumerate(columns)
+        ]
         return f"{fragment} AS {alias} ({', '.join(names)})", params
+
+    def join_each(self, table: str, alias: str, on: str) -> str:
+        # OFFSET 0 keeps the planner from flattening the subquery back into a join.
+        return f" CROSS JOIN LATERAL (SELECT * FROM {table} {alias} WHERE {on} OFFSET 0) {alias}"
+
+
+_BINARY = {"bigint": int8s, "int": int4s, "uuid": uuids}
+
+
+def _array(values: list[Any], pg_type: str) -> Any:
+    """A column as an array parameter: binary when its type has an encoder and it holds
+    no NULL, else a list psycopg adapts."""
+    encode = _BINARY.get(pg_type)
+    if encode is None or None in values:
+        return values
+    return encode(values)
 
 
 POSTGRES = PostgresDialect()
+
+_inserts: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+"""`insert_int_rows` statements by table and columns."""
+
+
+def _insert_int_rows_sql(table: str, columns: tuple[tuple[str, str], ...]) -> str:
+    """INSERT from one two-dimensional bigint array, a row per inserted row, each column
+    cast to its type: a third of the server's cost of unnesting one array per column
+    (each unnest keeps its own tuplestore)."""
+    casts = {"bigint": "", "boolean": " <> 0"}
+    values = ", ".join(
+        f"r[i][{j}]{casts.get(pg_type, '::' + pg_type)}"
+        for j, (_, pg_type) in enumerate(columns, 1)
+    )
+    names = ", ".join(name for name, _ in columns)
+    return (
+        f"INSERT INTO {table} ({names}) SELECT {values}"
+        " FROM (SELECT %s::bigint[] AS r) AS m, generate_subscripts(m.r, 1) AS i"
+    )
 
 
 class _Sent:
@@ -105,6 +145,17 @@ class PostgresSession:
         cursor = await self.conn.execute(pg_sql(sql), params)
         row: Row | None = await cursor.fetchone()
         return row
+
+    async def insert_int_rows(
+        self, table: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[int]]
+    ) -> None:
+        if not rows:
+            return
+        key = (table, tuple(columns))
+        sql = _inserts.get(key)
+        if sql is None:
+            sql = _inserts[key] = _insert_int_rows_sql(table, key[1])
+        await self.conn.execute(sql, (int8_rows(rows),))
 
     async def next_value(self, counter: str) -> int:
         cursor = await self.conn.execute(f"SELECT nextval('{_SEQUENCES[counter]}')")

@@ -26,9 +26,7 @@ from lakelog.coordinator.sqlite import (
     mirror,
     mirror_commit,
     mirror_failover,
-    produce,
     read,
-    txn,
 )
 from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
 from lakelog.coordinator.sqlite.engine import SqliteSession
@@ -75,9 +73,7 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
 
 class SqliteBatchCoordinator(SqlBatchCoordinator):
     bodies = SimpleNamespace(
-        produce=produce,
         read=read,
-        txn=txn,
         merge=merge,
         mirror=mirror,
         mirror_commit=mirror_commit,

@@ -17,6 +17,7 @@ from lakelog.coordinator.engine import Params, Row
 class SqliteDialect:
     name = "sqlite"
     for_update = ""
+    for_key_share = ""
 
     def uuid(self, value: UUID) -> Any:
         return str(value)
@@ -48,12 +49,19 @@ class SqliteDialect:
             [json.dumps([list(row) for row in rows])],
         )
 
+    def join_each(self, table: str, alias: str, on: str) -> str:
+        return f" JOIN {table} {alias} ON {on}"
+
 
 SQLITE = SqliteDialect()
 
 _COUNTERS = {"producer_id": 0, "broker_epoch": 1}
 """Counter name and what the stored value is offset by (the row holds the next producer
 id, and the last broker epoch handed out)."""
+
+
+_inserts: dict[tuple[str, tuple[str, ...]], str] = {}
+"""`insert_int_rows` statements by table and columns (the hot path builds them once)."""
 
 
 class _Done:
@@ -92,6 +100,16 @@ class SqliteSession:
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
         row: Row | None = self.conn.execute(sql, params).fetchone()
         return row
+
+    async def insert_int_rows(
+        self, table: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[int]]
+    ) -> None:
+        key = (table, tuple(name for name, _ in columns))
+        sql = _inserts.get(key)
+        if sql is None:
+            values = ", ".join("?" * len(columns))
+            sql = _inserts[key] = f"INSERT INTO {table} ({', '.join(key[1])}) VALUES ({values})"
+        self.conn.executemany(sql, rows)
 
     async def next_value(self, counter: str) -> int:
         row = self.conn.execute(
