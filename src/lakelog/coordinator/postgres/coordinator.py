@@ -20,13 +20,11 @@ from psycopg_pool import AsyncConnectionPool
 from lakelog.coordinator.engine import Op
 from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.postgres import (
-    merge,
     migrate,
     mirror,
     mirror_commit,
     mirror_failover,
     produce,
-    read,
     txn,
 )
 from lakelog.coordinator.postgres.engine import PostgresSession
@@ -59,9 +57,7 @@ POOL_OPEN_TIMEOUT_S = 30.0
 class PostgresBatchCoordinator(SqlBatchCoordinator):
     bodies = SimpleNamespace(
         produce=produce,
-        read=read,
         txn=txn,
-        merge=merge,
         mirror=mirror,
         mirror_commit=mirror_commit,
         mirror_failover=mirror_failover,

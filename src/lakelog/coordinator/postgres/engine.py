@@ -59,6 +59,15 @@ class PostgresDialect:
         params = [[row[i] for row in rows] for i in range(len(columns))]
         return f"{fragment} AS {alias} ({', '.join(names)})", params
 
+    def first_rows_join(
+        self, table: str, alias: str, key: str, where: str, order_by: str, limit: int
+    ) -> str:
+        """`CROSS JOIN LATERAL`: one index range scan per outer row, stopped at `limit`."""
+        return (
+            f" CROSS JOIN LATERAL (SELECT * FROM {table} AS {alias}"
+            f" WHERE {where} ORDER BY {order_by} LIMIT {limit}) AS {alias}"
+        )
+
 
 POSTGRES = PostgresDialect()
 

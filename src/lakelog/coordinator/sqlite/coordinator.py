@@ -22,12 +22,10 @@ from lakelog.coordinator import migrate
 from lakelog.coordinator.engine import Op, drive
 from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.sqlite import (
-    merge,
     mirror,
     mirror_commit,
     mirror_failover,
     produce,
-    read,
     txn,
 )
 from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
@@ -76,9 +74,7 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
 class SqliteBatchCoordinator(SqlBatchCoordinator):
     bodies = SimpleNamespace(
         produce=produce,
-        read=read,
         txn=txn,
-        merge=merge,
         mirror=mirror,
         mirror_commit=mirror_commit,
         mirror_failover=mirror_failover,
