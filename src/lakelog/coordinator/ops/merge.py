@@ -115,20 +115,13 @@ async def commit_merge(
 ) -> list[MergeCommitResult]:
     await _lock_partitions(s, commits)
     known = await _send_known_keys(s, commits)
-    shaped = [not invalid_moves(commit) for commit in commits]
-    sources = await _send_sources(s, [c for c, ok in zip(commits, shaped, strict=True) if ok])
+    shaped = [i for i, c in enumerate(commits) if not invalid_moves(c)]
+    sources = await _send_sources(s, [commits[i] for i in shaped])
     taken = {row[0] for row in await known.fetchall()} if known is not None else set()
-    found = await _matched(s, sources, [c for c, ok in zip(commits, shaped, strict=True) if ok])
-    errors = [
-        ErrorCode.corrupt_message
-        if not ok
-        else ErrorCode.invalid_request
-        if commit.new_object_key in taken
-        else ErrorCode.none
-        for commit, ok in zip(commits, shaped, strict=True)
-    ]
-    per_commit = iter(found)
-    matched = [next(per_commit) if ok else [] for ok in shaped]
+    found = await _matched(sources, [commits[i] for i in shaped])
+    per_commit = dict(zip(shaped, found, strict=True))
+    errors = [_error(c, i in per_commit, taken) for i, c in enumerate(commits)]
+    matched = [per_commit.get(i, []) for i in range(len(commits))]
     now = now_ms()
     verdicts = decide(commits, errors, matched, all_or_nothing)
     results: list[MergeCommitResult] = []
@@ -156,6 +149,15 @@ async def commit_merge(
         freed.add(file_id, size)
     await freed.apply(s, now)
     return results
+
+
+def _error(commit: MergeCommit, well_formed: bool, taken: set[str]) -> ErrorCode:
+    """corrupt_message for malformed moves, invalid_request for a known new key."""
+    if not well_formed:
+        return ErrorCode.corrupt_message
+    if commit.new_object_key in taken:
+        return ErrorCode.invalid_request
+    return ErrorCode.none
 
 
 async def _lock_partitions(s: Session, commits: Sequence[MergeCommit]) -> None:
@@ -223,9 +225,7 @@ async def _send_sources(s: Session, commits: Sequence[MergeCommit]) -> Pending |
     )
 
 
-async def _matched(
-    s: Session, pending: Pending | None, commits: Sequence[MergeCommit]
-) -> list[list[Matched]]:
+async def _matched(pending: Pending | None, commits: Sequence[MergeCommit]) -> list[list[Matched]]:
     """Per commit, the moves whose source rows all still live where the move says."""
     rows = await pending.fetchall() if pending is not None else []
     found = {(row[0], row[1]): row for row in rows}
