@@ -87,6 +87,16 @@ class Dialect(Protocol):
         row); SQLite's nested loop already is that."""
         ...
 
+    def first_rows_join(
+        self, table: str, alias: str, key: str, where: str, order_by: str, limit: int
+    ) -> str:
+        """A join clause bringing, for each row of the FROM items before it, the first
+        `limit` rows of `table` (as `alias`) meeting `where` (which may name those items)
+        in `order_by` order: one query for "the first page of each partition".
+        PostgreSQL: `CROSS JOIN LATERAL`; SQLite, which has no LATERAL: a join on `key`
+        (the table's unique row id) IN a correlated subquery with that LIMIT."""
+        ...
+
 
 class Session(Protocol):
     """One transaction's statements. Placeholders are `?`."""

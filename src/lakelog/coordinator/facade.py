@@ -46,7 +46,7 @@ from lakelog.coordinator.mirror_types import (
     MirrorPartitionUpdate,
     MirrorResult,
 )
-from lakelog.coordinator.ops import cleanup, cluster, groups, produce, topics, txn
+from lakelog.coordinator.ops import cleanup, cluster, groups, merge, produce, read, topics, txn
 from lakelog.coordinator.pipeline_types import (
     FileBatch,
     FileInfo,
@@ -70,7 +70,7 @@ T = TypeVar("T")
 class SqlBatchCoordinator(BatchCoordinator):
     bodies: ClassVar[Any]
     """The engine's modules of operations not yet moved to `coordinator/ops` (produce,
-    read, txn, merge, mirror, mirror_commit, mirror_failover): bodies taking the engine's
+    txn, mirror, mirror_commit, mirror_failover): bodies taking the engine's
     own connection, run by `_run_conn`. Each moves out as it is written once."""
 
     @abc.abstractmethod
@@ -235,13 +235,13 @@ class SqlBatchCoordinator(BatchCoordinator):
     # -- fetch
 
     async def find_batches(self, requests: Sequence[FindBatchesRequest]) -> list[FindBatchesResult]:
-        return await self._run_conn("find_batches", False, self.bodies.read.find_batches, requests)
+        return await self._run("find_batches", False, read.find_batches, requests)
 
     async def log_info(self, partitions: Sequence[PartitionKey]) -> list[LogInfo]:
-        return await self._run_conn("log_info", False, self.bodies.read.log_info, partitions)
+        return await self._run("log_info", False, read.log_info, partitions)
 
     async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> list[ListOffsetsResult]:
-        return await self._run_conn("list_offsets", False, self.bodies.read.list_offsets, requests)
+        return await self._run("list_offsets", False, read.list_offsets, requests)
 
     # -- transactions
 
@@ -315,31 +315,20 @@ class SqlBatchCoordinator(BatchCoordinator):
     async def list_file_infos(
         self, key_prefix: str = "", after_key: str = "", limit: int = 1000
     ) -> list[FileInfo]:
-        return await self._run_conn(
-            "list_file_infos",
-            False,
-            self.bodies.merge.list_file_infos,
-            key_prefix,
-            after_key,
-            limit,
+        return await self._run(
+            "list_file_infos", False, merge.list_file_infos, key_prefix, after_key, limit
         )
 
     async def file_batches(self, object_keys: Sequence[str]) -> list[FileBatch]:
-        return await self._run_conn(
-            "file_batches", False, self.bodies.merge.file_batches, object_keys
-        )
+        return await self._run("file_batches", False, merge.file_batches, object_keys)
 
     async def file_references(self, object_keys: Sequence[str]) -> list[FileReference]:
-        return await self._run_conn(
-            "file_references", False, self.bodies.merge.file_references, object_keys
-        )
+        return await self._run("file_references", False, merge.file_references, object_keys)
 
     async def commit_merge(
         self, commits: Sequence[MergeCommit], all_or_nothing: bool = False
     ) -> list[MergeCommitResult]:
-        return await self._run_conn(
-            "commit_merge", True, self.bodies.merge.commit_merge, commits, all_or_nothing
-        )
+        return await self._run("commit_merge", True, merge.commit_merge, commits, all_or_nothing)
 
     # -- mirroring
 

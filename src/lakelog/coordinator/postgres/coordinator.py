@@ -20,12 +20,10 @@ from psycopg_pool import AsyncConnectionPool
 from lakelog.coordinator.engine import Op
 from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.postgres import (
-    merge,
     migrate,
     mirror,
     mirror_commit,
     mirror_failover,
-    read,
 )
 from lakelog.coordinator.postgres.engine import PostgresSession
 from lakelog.coordinator.postgres.listener import ChangeListener, current_schema
@@ -56,8 +54,6 @@ POOL_OPEN_TIMEOUT_S = 30.0
 
 class PostgresBatchCoordinator(SqlBatchCoordinator):
     bodies = SimpleNamespace(
-        read=read,
-        merge=merge,
         mirror=mirror,
         mirror_commit=mirror_commit,
         mirror_failover=mirror_failover,

@@ -68,6 +68,15 @@ class PostgresDialect:
         # OFFSET 0 keeps the planner from flattening the subquery back into a join.
         return f" CROSS JOIN LATERAL (SELECT * FROM {table} {alias} WHERE {on} OFFSET 0) {alias}"
 
+    def first_rows_join(
+        self, table: str, alias: str, key: str, where: str, order_by: str, limit: int
+    ) -> str:
+        """`CROSS JOIN LATERAL`: one index range scan per outer row, stopped at `limit`."""
+        return (
+            f" CROSS JOIN LATERAL (SELECT * FROM {table} AS {alias}"
+            f" WHERE {where} ORDER BY {order_by} LIMIT {limit}) AS {alias}"
+        )
+
 
 _BINARY = {"bigint": int8s, "int": int4s, "uuid": uuids}
 

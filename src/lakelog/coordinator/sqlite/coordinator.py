@@ -22,11 +22,9 @@ from lakelog.coordinator import migrate
 from lakelog.coordinator.engine import Op, drive
 from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.sqlite import (
-    merge,
     mirror,
     mirror_commit,
     mirror_failover,
-    read,
 )
 from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
 from lakelog.coordinator.sqlite.engine import SqliteSession
@@ -73,8 +71,6 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
 
 class SqliteBatchCoordinator(SqlBatchCoordinator):
     bodies = SimpleNamespace(
-        read=read,
-        merge=merge,
         mirror=mirror,
         mirror_commit=mirror_commit,
         mirror_failover=mirror_failover,

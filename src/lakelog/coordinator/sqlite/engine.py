@@ -52,6 +52,16 @@ class SqliteDialect:
     def join_each(self, table: str, alias: str, on: str) -> str:
         return f" JOIN {table} {alias} ON {on}"
 
+    def first_rows_join(
+        self, table: str, alias: str, key: str, where: str, order_by: str, limit: int
+    ) -> str:
+        """The inner `alias` shadows the outer one inside the subquery: each row's key is
+        found by an index seek, then the row by its key."""
+        return (
+            f" JOIN {table} AS {alias} ON {alias}.{key} IN (SELECT {alias}.{key}"
+            f" FROM {table} AS {alias} WHERE {where} ORDER BY {order_by} LIMIT {limit})"
+        )
+
 
 SQLITE = SqliteDialect()
 
