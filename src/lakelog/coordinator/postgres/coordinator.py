@@ -22,9 +22,6 @@ from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.postgres import (
     merge,
     migrate,
-    mirror,
-    mirror_commit,
-    mirror_failover,
     produce,
     read,
     txn,
@@ -62,9 +59,6 @@ class PostgresBatchCoordinator(SqlBatchCoordinator):
         read=read,
         txn=txn,
         merge=merge,
-        mirror=mirror,
-        mirror_commit=mirror_commit,
-        mirror_failover=mirror_failover,
     )
 
     def __init__(

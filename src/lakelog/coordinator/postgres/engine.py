@@ -33,6 +33,9 @@ class PostgresDialect:
     name = "postgresql"
     for_update = " FOR UPDATE"
 
+    def lock(self, clause: str) -> str:
+        return f" FOR {clause}"
+
     def uuid(self, value: UUID) -> Any:
         return value
 

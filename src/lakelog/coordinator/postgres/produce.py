@@ -32,8 +32,9 @@ from lakelog.coordinator.commit_plan import (
 from lakelog.coordinator.idempotence import ProducerBatch
 from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
 from lakelog.coordinator.mirror_rules import refuse_read_only
-from lakelog.coordinator.postgres import mirror_commit
+from lakelog.coordinator.ops.mirror_commit import read_only as mirror_read_only
 from lakelog.coordinator.postgres.arrays import int4s, int8_rows, int8s, uuids
+from lakelog.coordinator.postgres.engine import PostgresSession
 from lakelog.coordinator.postgres.rows import Conn, PartitionRow, now_ms
 from lakelog.coordinator.postgres.txn import load_ongoing, record_first_offsets
 from lakelog.errors import ErrorCode
@@ -71,7 +72,7 @@ async def commit_file(
         # The commit barrier: read under the partition locks, which an end of the
         # transaction takes too, so a batch lands before its marker or is refused.
         plan.txns = await load_ongoing(conn, (b.producer_id for b in batches if b.is_transactional))
-        read_only = await mirror_commit.read_only(conn, plan.partitions)
+        read_only = await mirror_read_only(PostgresSession(conn), plan.partitions)
         results = await _plan_and_insert(conn, plan, batches, file_size)
         results = refuse_read_only(batches, results, read_only)
     await _write(conn, plan)

@@ -23,9 +23,6 @@ from lakelog.coordinator.engine import Op, drive
 from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.sqlite import (
     merge,
-    mirror,
-    mirror_commit,
-    mirror_failover,
     produce,
     read,
     txn,
@@ -79,9 +76,6 @@ class SqliteBatchCoordinator(SqlBatchCoordinator):
         read=read,
         txn=txn,
         merge=merge,
-        mirror=mirror,
-        mirror_commit=mirror_commit,
-        mirror_failover=mirror_failover,
     )
 
     def __init__(self, path: str | Path) -> None:

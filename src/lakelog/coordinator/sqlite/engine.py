@@ -18,6 +18,9 @@ class SqliteDialect:
     name = "sqlite"
     for_update = ""
 
+    def lock(self, clause: str) -> str:
+        return ""
+
     def uuid(self, value: UUID) -> Any:
         return str(value)
 

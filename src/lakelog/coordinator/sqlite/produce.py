@@ -22,11 +22,14 @@ from lakelog.coordinator.commit_plan import (
     plan_batch,
     wanted,
 )
+from lakelog.coordinator.engine import drive
 from lakelog.coordinator.idempotence import ProducerBatch
 from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
 from lakelog.coordinator.mirror_rules import refuse_read_only
+from lakelog.coordinator.ops.mirror_commit import read_only as mirror_read_only
 from lakelog.coordinator.ops.rows import PartitionRow, now_ms
-from lakelog.coordinator.sqlite import mirror_commit, txn
+from lakelog.coordinator.sqlite import txn
+from lakelog.coordinator.sqlite.engine import SqliteSession
 from lakelog.errors import ErrorCode
 
 KEYS_PER_STATEMENT = 300
@@ -53,7 +56,7 @@ def commit_file(
     else:
         plan = _load(conn, wanted(batches, file_size), now, file_id)
         plan.txns = txn.load_ongoing(conn, {b.producer_id for b in batches if b.is_transactional})
-        read_only = mirror_commit.read_only(conn, plan.partitions)
+        read_only = drive(mirror_read_only(SqliteSession(conn), plan.partitions))
         results = [plan_batch(plan, batch, file_size) for batch in batches]
         results = refuse_read_only(batches, results, read_only)
     _write(conn, plan)
