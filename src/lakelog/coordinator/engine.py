@@ -46,9 +46,11 @@ class Dialect(Protocol):
     """Suffix that locks the selected rows until the transaction ends (" FOR UPDATE" on
     PostgreSQL; "" on SQLite, whose one writer already holds the database)."""
 
-    for_key_share: str
-    """Suffix that keeps the selected rows' keys from changing until the transaction ends,
-    without blocking other writers of their other columns (" FOR KEY SHARE"; "")."""
+    def lock(self, clause: str) -> str:
+        """A locking clause PostgreSQL needs besides FOR UPDATE (`lock("KEY SHARE")`,
+        `lock("SHARE")`, `lock("UPDATE SKIP LOCKED")`): " FOR <clause>" there, "" on
+        SQLite, whose one writer already holds the database."""
+        ...
 
     def uuid(self, value: UUID) -> Any:
         """A topic id as a parameter (SQLite stores the canonical text, PostgreSQL UUID)."""

@@ -7,8 +7,8 @@ change notifications, and overrides a method only where the engines truly differ
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 from uuid import UUID
 
 from lakelog.coordinator.engine import Op
@@ -46,7 +46,20 @@ from lakelog.coordinator.mirror_types import (
     MirrorPartitionUpdate,
     MirrorResult,
 )
-from lakelog.coordinator.ops import cleanup, cluster, groups, merge, produce, read, topics, txn
+from lakelog.coordinator.ops import (
+    cleanup,
+    cluster,
+    groups,
+    merge,
+    mirror,
+    mirror_commit,
+    mirror_failover,
+    mirror_partitions,
+    produce,
+    read,
+    topics,
+    txn,
+)
 from lakelog.coordinator.pipeline_types import (
     FileBatch,
     FileInfo,
@@ -68,17 +81,6 @@ T = TypeVar("T")
 
 
 class SqlBatchCoordinator(BatchCoordinator):
-    bodies: ClassVar[Any]
-    """The engine's modules of operations not yet moved to `coordinator/ops` (produce,
-    txn, mirror, mirror_commit, mirror_failover): bodies taking the engine's
-    own connection, run by `_run_conn`. Each moves out as it is written once."""
-
-    @abc.abstractmethod
-    async def _run_conn(
-        self, method: str, write: bool, body: Callable[..., Any], *args: Any
-    ) -> Any:
-        """Run a not-yet-moved body on the engine's own connection, like `_run`."""
-
     @abc.abstractmethod
     async def _run(self, method: str, write: bool, op: Op[T], *args: Any) -> T:
         """Run `op(session, *args)` in one transaction (a write one if `write`), retried
@@ -333,15 +335,13 @@ class SqlBatchCoordinator(BatchCoordinator):
     # -- mirroring
 
     async def create_mirror(self, definition: MirrorDefinition, now_ms: int) -> MirrorResult:
-        return await self._run_conn(
-            "create_mirror", True, self.bodies.mirror.create_mirror, definition, now_ms
-        )
+        return await self._run("create_mirror", True, mirror.create_mirror, definition, now_ms)
 
     async def delete_mirror(self, name: str) -> MirrorResult:
-        return await self._run_conn("delete_mirror", True, self.bodies.mirror.delete_mirror, name)
+        return await self._run("delete_mirror", True, mirror.delete_mirror, name)
 
     async def list_mirrors(self, names: Sequence[str] | None = None) -> list[MirrorDefinition]:
-        return await self._run_conn("list_mirrors", False, self.bodies.mirror.list_mirrors, names)
+        return await self._run("list_mirrors", False, mirror.list_mirrors, names)
 
     async def alter_mirror(
         self,
@@ -350,23 +350,17 @@ class SqlBatchCoordinator(BatchCoordinator):
         add_patterns: Sequence[str] = (),
         remove_topics: Sequence[str] = (),
     ) -> MirrorResult:
-        return await self._run_conn(
-            "alter_mirror",
-            True,
-            self.bodies.mirror.alter_mirror,
-            name,
-            add_topics,
-            add_patterns,
-            remove_topics,
+        return await self._run(
+            "alter_mirror", True, mirror.alter_mirror, name, add_topics, add_patterns, remove_topics
         )
 
     async def add_mirror_partitions(
         self, name: str, partitions: Sequence[PartitionKey], restart: bool, now_ms: int
     ) -> list[MirrorResult]:
-        return await self._run_conn(
+        return await self._run(
             "add_mirror_partitions",
             True,
-            self.bodies.mirror.add_mirror_partitions,
+            mirror_partitions.add_mirror_partitions,
             name,
             partitions,
             restart,
@@ -376,17 +370,17 @@ class SqlBatchCoordinator(BatchCoordinator):
     async def mirror_partitions(
         self, mirror: str | None = None, topic_ids: Sequence[UUID] | None = None
     ) -> list[MirrorPartition]:
-        return await self._run_conn(
-            "mirror_partitions", False, self.bodies.mirror.mirror_partitions, mirror, topic_ids
+        return await self._run(
+            "mirror_partitions", False, mirror_partitions.mirror_partitions, mirror, topic_ids
         )
 
     async def acquire_mirror_leases(
         self, broker_id: int, broker_epoch: int, live_brokers: int, now_ms: int, ttl_ms: int
     ) -> list[MirrorPartition]:
-        return await self._run_conn(
+        return await self._run(
             "acquire_mirror_leases",
             True,
-            self.bodies.mirror.acquire_mirror_leases,
+            mirror_partitions.acquire_mirror_leases,
             broker_id,
             broker_epoch,
             live_brokers,
@@ -397,10 +391,10 @@ class SqlBatchCoordinator(BatchCoordinator):
     async def update_mirror_partitions(
         self, updates: Sequence[MirrorPartitionUpdate], now_ms: int
     ) -> list[ErrorCode]:
-        return await self._run_conn(
+        return await self._run(
             "update_mirror_partitions",
             True,
-            self.bodies.mirror.update_mirror_partitions,
+            mirror_partitions.update_mirror_partitions,
             updates,
             now_ms,
         )
@@ -413,10 +407,10 @@ class SqlBatchCoordinator(BatchCoordinator):
         file_size: int,
         batches: Sequence[MirrorBatch],
     ) -> list[CommitBatchResult]:
-        return await self._run_conn(
+        return await self._run(
             "commit_mirror",
             True,
-            self.bodies.mirror_commit.commit_mirror,
+            mirror_commit.commit_mirror,
             object_key,
             broker_id,
             broker_epoch,
@@ -427,33 +421,19 @@ class SqlBatchCoordinator(BatchCoordinator):
     async def stop_mirror_topics(
         self, name: str, topics: Sequence[str], now_ms: int
     ) -> list[MirrorResult]:
-        return await self._run_conn(
-            "stop_mirror_topics",
-            True,
-            self.bodies.mirror_failover.stop_mirror_topics,
-            name,
-            topics,
-            now_ms,
+        return await self._run(
+            "stop_mirror_topics", True, mirror_failover.stop_mirror_topics, name, topics, now_ms
         )
 
     async def finish_mirror_failover(self, now_ms: int) -> list[MirrorPartition]:
-        return await self._run_conn(
-            "finish_mirror_failover",
-            True,
-            self.bodies.mirror_failover.finish_mirror_failover,
-            now_ms,
+        return await self._run(
+            "finish_mirror_failover", True, mirror_failover.finish_mirror_failover, now_ms
         )
 
     async def mirror_topic_ids(self) -> list[UUID]:
-        return await self._run_conn("mirror_topic_ids", False, self.bodies.mirror.mirror_topic_ids)
+        return await self._run("mirror_topic_ids", False, mirror_partitions.mirror_topic_ids)
 
     async def claim_mirror_task(self, name: str, broker_id: int, now_ms: int, ttl_ms: int) -> bool:
-        return await self._run_conn(
-            "claim_mirror_task",
-            True,
-            self.bodies.mirror.claim_mirror_task,
-            name,
-            broker_id,
-            now_ms,
-            ttl_ms,
+        return await self._run(
+            "claim_mirror_task", True, mirror.claim_mirror_task, name, broker_id, now_ms, ttl_ms
         )

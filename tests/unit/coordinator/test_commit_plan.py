@@ -13,7 +13,7 @@ from lakelog.coordinator.commit_plan import (
 )
 from lakelog.coordinator.idempotence import ProducerBatch
 from lakelog.coordinator.interface import CommitBatch, TimestampType
-from lakelog.coordinator.sqlite.rows import PartitionRow
+from lakelog.coordinator.ops.rows import PartitionRow
 from lakelog.errors import ErrorCode
 
 T1, T2 = uuid.uuid4(), uuid.uuid4()

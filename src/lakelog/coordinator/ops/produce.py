@@ -125,7 +125,7 @@ async def _claim_key(
 
 async def _current_epoch(s: Session, broker_id: int) -> Pending:
     return await s.send(
-        f"SELECT broker_epoch FROM brokers WHERE broker_id = ?{s.dialect.for_key_share}",
+        "SELECT broker_epoch FROM brokers WHERE broker_id = ?" + s.dialect.lock("KEY SHARE"),
         (broker_id,),
     )
 

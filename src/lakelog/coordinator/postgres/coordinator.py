@@ -11,7 +11,6 @@ several independent clusters."""
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
@@ -19,15 +18,10 @@ from psycopg_pool import AsyncConnectionPool
 
 from lakelog.coordinator.engine import Op
 from lakelog.coordinator.facade import SqlBatchCoordinator
-from lakelog.coordinator.postgres import (
-    migrate,
-    mirror,
-    mirror_commit,
-    mirror_failover,
-)
-from lakelog.coordinator.postgres.engine import PostgresSession
+from lakelog.coordinator.ops.rows import now_ms
+from lakelog.coordinator.postgres import migrate
+from lakelog.coordinator.postgres.engine import Conn, PostgresSession
 from lakelog.coordinator.postgres.listener import ChangeListener, current_schema
-from lakelog.coordinator.postgres.rows import Conn, now_ms
 from lakelog.coordinator.postgres.transaction import Transactions
 from lakelog.errors import ErrorCode
 from lakelog.metrics import coordinator_latency_seconds
@@ -53,12 +47,6 @@ POOL_OPEN_TIMEOUT_S = 30.0
 
 
 class PostgresBatchCoordinator(SqlBatchCoordinator):
-    bodies = SimpleNamespace(
-        mirror=mirror,
-        mirror_commit=mirror_commit,
-        mirror_failover=mirror_failover,
-    )
-
     def __init__(
         self, url: str, min_size: int = POOL_MIN_SIZE, max_size: int = POOL_MAX_SIZE
     ) -> None:
@@ -81,9 +69,6 @@ class PostgresBatchCoordinator(SqlBatchCoordinator):
 
     async def _run(self, method: str, write: bool, op: Op[T], *args: Any) -> T:
         return await self._run_tx().run(method, write, _with_session, op, *args)
-
-    async def _run_conn(self, method: str, write: bool, body: Any, *args: Any) -> Any:
-        return await self._run_tx().run(method, write, body, *args)
 
     def _count_commit(self) -> None:
         self._local_commits += 1

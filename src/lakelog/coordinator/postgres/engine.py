@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from psycopg import AsyncCursor
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.types.json import Jsonb
 
 from lakelog.coordinator.engine import Params, Row
 from lakelog.coordinator.postgres.arrays import int4s, int8_rows, int8s, uuids
-from lakelog.coordinator.postgres.rows import Conn
+
+Conn = AsyncConnection[Any]
 
 _SEQUENCES = {"producer_id": "producer_ids", "broker_epoch": "broker_epochs"}
 
@@ -33,7 +34,9 @@ def pg_sql(sql: str) -> str:
 class PostgresDialect:
     name = "postgresql"
     for_update = " FOR UPDATE"
-    for_key_share = " FOR KEY SHARE"
+
+    def lock(self, clause: str) -> str:
+        return f" FOR {clause}"
 
     def uuid(self, value: UUID) -> Any:
         return value

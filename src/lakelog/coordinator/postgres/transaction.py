@@ -23,8 +23,8 @@ import psycopg
 from psycopg import errors, pq, sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from lakelog.coordinator.postgres.engine import Conn
 from lakelog.coordinator.postgres.listener import notify
-from lakelog.coordinator.postgres.rows import Conn
 from lakelog.metrics import coordinator_latency_seconds
 
 T = TypeVar("T")

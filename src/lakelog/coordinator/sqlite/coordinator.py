@@ -15,17 +15,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from lakelog.coordinator import migrate
 from lakelog.coordinator.engine import Op, drive
 from lakelog.coordinator.facade import SqlBatchCoordinator
-from lakelog.coordinator.sqlite import (
-    mirror,
-    mirror_commit,
-    mirror_failover,
-)
 from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
 from lakelog.coordinator.sqlite.engine import SqliteSession
 from lakelog.metrics import coordinator_latency_seconds
@@ -70,12 +64,6 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
 
 
 class SqliteBatchCoordinator(SqlBatchCoordinator):
-    bodies = SimpleNamespace(
-        mirror=mirror,
-        mirror_commit=mirror_commit,
-        mirror_failover=mirror_failover,
-    )
-
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._executor: ThreadPoolExecutor | None = None
@@ -119,13 +107,15 @@ class SqliteBatchCoordinator(SqlBatchCoordinator):
         return result
 
     async def _run(self, method: str, write: bool, op: Op[T], *args: Any) -> T:
-        return await self._run_conn(method, write, self._drive, op, *args)
+        return await self._on_db_thread(method, write, self._drive, op, *args)
 
     @staticmethod
     def _drive(conn: sqlite3.Connection, op: Op[T], *args: Any) -> T:
         return drive(op(SqliteSession(conn), *args))  # type: ignore[arg-type]
 
-    async def _run_conn(self, method: str, write: bool, body: Callable[..., T], *args: Any) -> T:
+    async def _on_db_thread(
+        self, method: str, write: bool, body: Callable[..., T], *args: Any
+    ) -> T:
         if self._executor is None:
             raise RuntimeError("coordinator is not started")
         started = time.perf_counter()
@@ -166,7 +156,7 @@ class SqliteBatchCoordinator(SqlBatchCoordinator):
     # -- change notification
 
     async def change_token(self) -> int:
-        return await self._run_conn("change_token", False, self._change_token)
+        return await self._on_db_thread("change_token", False, self._change_token)
 
     def _change_token(self, conn: sqlite3.Connection) -> int:
         other = int(conn.execute("PRAGMA data_version").fetchone()[0])

@@ -17,7 +17,9 @@ from lakelog.coordinator.engine import Params, Row
 class SqliteDialect:
     name = "sqlite"
     for_update = ""
-    for_key_share = ""
+
+    def lock(self, clause: str) -> str:
+        return ""
 
     def uuid(self, value: UUID) -> Any:
         return str(value)
