@@ -25,6 +25,11 @@ T = TypeVar("T")
 
 Row = tuple[Any, ...]
 Params = Sequence[Any]
+Columns = Sequence[tuple[str, str]]
+"""(name, PostgreSQL type) pairs."""
+KeyRows = Sequence[Sequence[Any]]
+Fragment = tuple[str, list[Any]]
+"""A piece of SQL and its parameters."""
 
 
 class Pending(Protocol):
@@ -69,12 +74,8 @@ class Dialect(Protocol):
         ...
 
     def keyset(
-        self,
-        alias: str,
-        columns: Sequence[tuple[str, str]],
-        rows: Sequence[Sequence[Any]],
-        ordinality: str | None = None,
-    ) -> tuple[str, list[Any]]:
+        self, alias: str, columns: Columns, rows: KeyRows, ordinality: str | None = None
+    ) -> Fragment:
         """A FROM item `alias (column, ...)` holding `rows`, for set-wise statements: the
         SQL fragment and its parameters. `columns` are (name, PostgreSQL type) pairs;
         with `ordinality`, a further column of that name numbers the rows from 1.

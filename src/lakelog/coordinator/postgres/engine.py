@@ -13,7 +13,7 @@ from uuid import UUID
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.types.json import Jsonb
 
-from lakelog.coordinator.engine import Params, Row
+from lakelog.coordinator.engine import Columns, Fragment, KeyRows, Params, Row
 from lakelog.coordinator.postgres.arrays import int4s, int8_rows, int8s, uuids
 
 Conn = AsyncConnection[Any]
@@ -51,12 +51,8 @@ class PostgresDialect:
         return dict(value)
 
     def keyset(
-        self,
-        alias: str,
-        columns: Sequence[tuple[str, str]],
-        rows: Sequence[Sequence[Any]],
-        ordinality: str | None = None,
-    ) -> tuple[str, list[Any]]:
+        self, alias: str, columns: Columns, rows: KeyRows, ordinality: str | None = None
+    ) -> Fragment:
         """`unnest` of one array parameter per column (integer and uuid columns in binary
         format, see `arrays`)."""
         arrays = ", ".join(f"?::{pg_type}[]" for _, pg_type in columns)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from lakelog.coordinator.engine import Params, Row
+from lakelog.coordinator.engine import Columns, Fragment, KeyRows, Params, Row
 
 
 class SqliteDialect:
@@ -35,12 +35,8 @@ class SqliteDialect:
         return loaded
 
     def keyset(
-        self,
-        alias: str,
-        columns: Sequence[tuple[str, str]],
-        rows: Sequence[Sequence[Any]],
-        ordinality: str | None = None,
-    ) -> tuple[str, list[Any]]:
+        self, alias: str, columns: Columns, rows: KeyRows, ordinality: str | None = None
+    ) -> Fragment:
         """`json_each` over one JSON array of rows: any number of rows in one parameter
         (a VALUES list would meet SQLite's limit on parameters)."""
         picks = [f"j.value ->> {i} AS {name}" for i, (name, _) in enumerate(columns)]
