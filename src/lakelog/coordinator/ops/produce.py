@@ -93,7 +93,13 @@ async def commit_file(
     epoch_row = None if epoch is None else await epoch.fetchone()
     # Taken under the partition locks, so LogAppendTime follows the commit order.
     plan = CommitPlan(now=now_ms(), file_id=int(file_row[0]))
-    plan.partitions = await partitions_of(s, partitions)
+    # Keyed by the batches' own topic id objects: a dict lookup that finds the identical
+    # object skips UUID.__eq__, 1,600 times a commit.
+    same = {topic: topic for topic, _ in want.partitions}
+    plan.partitions = {
+        (same.get(topic, topic), p): row
+        for (topic, p), row in (await partitions_of(s, partitions)).items()
+    }
     await _read_histories(plan, histories)
     if epoch_row is not None and epoch_row[0] > broker_epoch:
         results = [CommitBatchResult(ErrorCode.stale_broker_epoch)] * len(batches)
