@@ -95,6 +95,8 @@ class Broker:
             commit_delay_ms=settings.fault_commit_delay_ms,
             commit_retry_ms=settings.produce_commit_retry_ms,
             still_leads=self.still_leads,
+            max_puts_per_second=settings.produce_max_puts_per_second,
+            put_budget_halving_rate=settings.produce_put_budget_halving_rate,
         )
         self.server = Server(
             Dispatcher(self),

@@ -109,6 +109,13 @@ wal_buffers_in_flight = Gauge(
     "Sealed WAL buffers uploading or committing",
     registry=REGISTRY,
 )
+wal_seals_total = Counter(
+    "lakelog_wal_seals",
+    "WAL buffers sealed, by reason: size, interval, early (no upload in progress and the"
+    " buffer worth a PUT at the current load), epoch, flush",
+    ["reason"],
+    registry=REGISTRY,
+)
 wal_objects_total = Counter("lakelog_wal_objects", "WAL objects committed", registry=REGISTRY)
 wal_abandoned_batches_total = Counter(
     "lakelog_wal_abandoned_batches",

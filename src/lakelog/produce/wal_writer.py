@@ -1,9 +1,11 @@
 """The broker's WAL writer: one active buffer shared by every partition and connection.
 
-A buffer is sealed on size or time, uploaded as one object (uploads run in parallel), then
-committed to the batch coordinator strictly in seal order. Each appended batch gets a
-future that completes only after both the upload and the commit succeeded; a failure of
-either fails exactly the batches of that object with a retriable error.
+A buffer is sealed on size, on time, or early when no upload is in progress and the
+buffer is worth a PUT at the current load (`seal_policy`); it is uploaded as one object
+(uploads run in parallel), then committed to the batch coordinator strictly in seal order.
+Each appended batch gets a future that completes only after both the upload and the
+commit succeeded; a failure of either fails exactly the batches of that object with a
+retriable error.
 
 A failed upload deletes whatever it may have left (best effort, in the background), so no
 orphan waits for GC. A commit that raised may still have happened (its answer was lost):
@@ -31,6 +33,7 @@ from lakelog.coordinator.interface import (
     TimestampType,
 )
 from lakelog.errors import ErrorCode
+from lakelog.produce.seal_policy import SealPolicy
 from lakelog.protocol.records import BatchHeader
 from lakelog.storage.keys import new_wal_key
 from lakelog.storage.store import ObjectStorage
@@ -95,6 +98,8 @@ class WalWriter:
         commit_delay_ms: int = 0,
         commit_retry_ms: int = 25_000,
         still_leads: Callable[[UUID, int, str | None], Awaitable[bool]] | None = None,
+        max_puts_per_second: float = 0.0,
+        put_budget_halving_rate: float = 6 * 1024 * 1024,
     ) -> None:
         self._storage = storage
         self._coordinator = coordinator
@@ -118,6 +123,10 @@ class WalWriter:
         self._deletes: set[asyncio.Task[None]] = set()
         self._previous_commit: asyncio.Future[None] | None = None
         self._closed = False
+        self._policy = SealPolicy(max_puts_per_second, put_budget_halving_rate)
+        self._uploading = 0
+        """Sealed buffers whose upload has not ended."""
+        self._early: asyncio.Handle | None = None
 
     # ------------------------------------------------------------------ appending
     async def append(
@@ -152,7 +161,7 @@ class WalWriter:
         if self._active.size and (
             self._active.size + size > self._max_bytes or self._active.epoch != epoch
         ):
-            self._seal()
+            self._seal("epoch" if self._active.epoch != epoch else "size")
         buffer = self._active
         if not buffer.entries:
             buffer.epoch = epoch
@@ -165,9 +174,42 @@ class WalWriter:
             futures.append(future)
         buffer.size += size
         metrics.wal_buffer_bytes.set(buffer.size)
+        self._policy.appended(loop.time(), size)
         if buffer.size >= self._max_bytes:
-            self._seal()
+            self._seal("size")
+        else:
+            self._consider_early()
         return futures
+
+    def _consider_early(self) -> None:
+        """Arrange an early seal of the active buffer when the PUT budget allows one (see
+        `seal_policy`); never at once: requests read in the same turn of the event loop
+        join the object. Called again whenever an upload or a commit ends."""
+        if self._early is not None or not self._early_possible():
+            return
+        loop = asyncio.get_running_loop()
+        at = self._policy.early_at(loop.time())
+        if at is None:
+            return
+        if at <= loop.time():
+            self._early = loop.call_soon(self._seal_early)
+        else:
+            self._early = loop.call_at(at, self._seal_early)
+
+    def _early_possible(self) -> bool:
+        return (
+            bool(self._active.entries) and self._uploading == 0 and self._sealed < self._max_sealed
+        )
+
+    def _seal_early(self) -> None:
+        self._early = None
+        if not self._early_possible():
+            return
+        at = self._policy.early_at(asyncio.get_running_loop().time())
+        if at is not None and at <= asyncio.get_running_loop().time():
+            self._seal("early")
+        else:
+            self._consider_early()
 
     async def _wait_for_room(self) -> None:
         """Wait in line: appends get room in the order they asked for it, so the requests
@@ -185,13 +227,16 @@ class WalWriter:
 
     def _seal_on_timer(self, buffer: _Buffer) -> None:
         if buffer is self._active:
-            self._seal()
+            self._seal("interval")
 
-    def _seal(self) -> None:
+    def _seal(self, reason: str) -> None:
         """Hand the active buffer to an upload task; seal order is commit order."""
         buffer = self._active
         if not buffer.entries:
             return
+        metrics.wal_seals_total.labels(reason=reason).inc()
+        self._uploading += 1
+        self._policy.sealed(asyncio.get_running_loop().time())
         self._active = _Buffer()
         if self._timer is not None:
             self._timer.cancel()
@@ -245,6 +290,9 @@ class WalWriter:
                 metrics.wal_commit_failures_total.labels(stage="upload").inc()
                 uploaded = False
                 self._delete_later(key)
+            finally:
+                self._uploading -= 1
+                self._consider_early()
             if self._commit_delay_s:
                 # Fault injection for tests: widen the upload-to-commit window.
                 await asyncio.sleep(self._commit_delay_s)
@@ -260,6 +308,8 @@ class WalWriter:
             self._sealed -= 1
             self._space.set()
             metrics.wal_buffers_in_flight.dec()
+            if not self._closed:
+                self._consider_early()
 
     async def _commit(
         self,
@@ -419,7 +469,7 @@ class WalWriter:
     # ------------------------------------------------------------------ shutdown
     async def flush(self) -> None:
         """Seal the active buffer and wait until every sealed buffer is committed."""
-        self._seal()
+        self._seal("flush")
         while self._in_flight:
             await asyncio.gather(*list(self._in_flight), return_exceptions=True)
 
@@ -428,9 +478,10 @@ class WalWriter:
         self._closed = True
         if self._deletes:
             await asyncio.wait(list(self._deletes), timeout=5)
-        if self._timer is not None:
-            with contextlib.suppress(Exception):
-                self._timer.cancel()
+        for handle in (self._timer, self._early):
+            if handle is not None:
+                with contextlib.suppress(Exception):
+                    handle.cancel()
 
 
 def _keep(
