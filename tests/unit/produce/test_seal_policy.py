@@ -5,10 +5,9 @@ seals, and order kept throughout."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
-from lakelog.coordinator import open_coordinator
+from lakelog.coordinator.interface import BatchCoordinator
 from lakelog.errors import ErrorCode
 from lakelog.produce.seal_policy import ByteRate, SealPolicy
 from lakelog.produce.wal_writer import CommittedObject
@@ -39,84 +38,73 @@ def test_budget_halves_at_the_halving_rate_and_spaces_seals() -> None:
     assert off.early_at(10.0) is None
 
 
-async def test_idle_writer_seals_at_once_not_after_the_interval(tmp_path: Path) -> None:
-    coordinator = open_coordinator(f"sqlite:///{tmp_path}/c.sqlite3")
-    await coordinator.start()
-    try:
-        topic_id = await _topic(coordinator)
-        committed: list[CommittedObject] = []
-        writer = _writer(
-            ObjectStorage.from_url("memory://"),
-            coordinator,
-            committed,
-            commit_interval_ms=600_000,  # only an early seal can end this test
-            max_puts_per_second=1000,
-        )
-        for i in range(3):
-            [future] = await writer.append([_request(topic_id, 0, b"v%d" % i)])
-            result = await asyncio.wait_for(future, 60)
-            assert (result.error, result.base_offset) == (ErrorCode.none, i)
-        assert len(committed) == 3
-        await writer.close()
-    finally:
-        await coordinator.close()
+async def test_idle_writer_seals_at_once_not_after_the_interval(
+    coordinator: BatchCoordinator,
+) -> None:
+    topic_id = await _topic(coordinator)
+    committed: list[CommittedObject] = []
+    writer = _writer(
+        ObjectStorage.from_url("memory://"),
+        coordinator,
+        committed,
+        commit_interval_ms=600_000,  # only an early seal can end this test
+        max_puts_per_second=1000,
+    )
+    for i in range(3):
+        [future] = await writer.append([_request(topic_id, 0, b"v%d" % i)])
+        result = await asyncio.wait_for(future, 60)
+        assert (result.error, result.base_offset) == (ErrorCode.none, i)
+    assert len(committed) == 3
+    await writer.close()
 
 
-async def test_batches_gather_while_an_upload_runs_and_keep_their_order(tmp_path: Path) -> None:
-    coordinator = open_coordinator(f"sqlite:///{tmp_path}/c.sqlite3")
-    await coordinator.start()
-    try:
-        topic_id = await _topic(coordinator)
-        storage = FlakyStorage(ObjectStorage.from_url("memory://"))
-        storage.gate = asyncio.Event()
-        committed: list[CommittedObject] = []
-        writer = _writer(
-            storage, coordinator, committed, commit_interval_ms=600_000, max_puts_per_second=1000
-        )
-        first = await writer.append([_request(topic_id, 0, b"a")])
-        while storage.puts == 0:  # the first object is uploading (held at the gate)
-            await asyncio.sleep(0.001)
-        later: list[Any] = []
-        for value in (b"b", b"c", b"d"):
-            later += await writer.append([_request(topic_id, 0, value)])
-        await asyncio.sleep(0.05)
-        assert storage.puts == 1  # nothing sealed while the upload runs
-        storage.gate.set()
-        results = await asyncio.wait_for(asyncio.gather(*first, *later), 60)
-        assert [r.base_offset for r in results] == [0, 1, 2, 3]
-        assert [len(obj.batches) for obj in committed] == [1, 3]
-        await writer.close()
-    finally:
-        await coordinator.close()
+async def test_batches_gather_while_an_upload_runs_and_keep_their_order(
+    coordinator: BatchCoordinator,
+) -> None:
+    topic_id = await _topic(coordinator)
+    storage = FlakyStorage(ObjectStorage.from_url("memory://"))
+    storage.gate = asyncio.Event()
+    committed: list[CommittedObject] = []
+    writer = _writer(
+        storage, coordinator, committed, commit_interval_ms=600_000, max_puts_per_second=1000
+    )
+    first = await writer.append([_request(topic_id, 0, b"a")])
+    while storage.puts == 0:  # the first object is uploading (held at the gate)
+        await asyncio.sleep(0.001)
+    later: list[Any] = []
+    for value in (b"b", b"c", b"d"):
+        later += await writer.append([_request(topic_id, 0, value)])
+    await asyncio.sleep(0.05)
+    assert storage.puts == 1  # nothing sealed while the upload runs
+    storage.gate.set()
+    results = await asyncio.wait_for(asyncio.gather(*first, *later), 60)
+    assert [r.base_offset for r in results] == [0, 1, 2, 3]
+    assert [len(obj.batches) for obj in committed] == [1, 3]
+    await writer.close()
 
 
-async def test_the_put_budget_spaces_early_seals(tmp_path: Path) -> None:
-    coordinator = open_coordinator(f"sqlite:///{tmp_path}/c.sqlite3")
-    await coordinator.start()
-    try:
-        topic_id = await _topic(coordinator)
-        writer = _writer(
-            ObjectStorage.from_url("memory://"),
-            coordinator,
-            [],
-            commit_interval_ms=600_000,
-            max_puts_per_second=2,  # one early seal per half second at light load
-        )
-        sealed_at: list[float] = []
+async def test_the_put_budget_spaces_early_seals(coordinator: BatchCoordinator) -> None:
+    topic_id = await _topic(coordinator)
+    writer = _writer(
+        ObjectStorage.from_url("memory://"),
+        coordinator,
+        [],
+        commit_interval_ms=600_000,
+        max_puts_per_second=2,  # one early seal per half second at light load
+    )
+    sealed_at: list[float] = []
 
-        class Recording(SealPolicy):
-            def sealed(self, now: float) -> None:
-                sealed_at.append(now)
-                super().sealed(now)
+    class Recording(SealPolicy):
+        def sealed(self, now: float) -> None:
+            sealed_at.append(now)
+            super().sealed(now)
 
-        writer._policy = Recording(max_puts_per_second=2, halving_rate=6 * MiB)
-        for i in range(3):
-            [future] = await writer.append([_request(topic_id, 0, b"v%d" % i)])
-            assert (await asyncio.wait_for(future, 60)).error == ErrorCode.none
-        # Timers never fire early: seals are at least the budget's interval apart.
-        assert len(sealed_at) == 3
-        assert sealed_at[1] - sealed_at[0] >= 0.5
-        assert sealed_at[2] - sealed_at[1] >= 0.5
-        await writer.close()
-    finally:
-        await coordinator.close()
+    writer._policy = Recording(max_puts_per_second=2, halving_rate=6 * MiB)
+    for i in range(3):
+        [future] = await writer.append([_request(topic_id, 0, b"v%d" % i)])
+        assert (await asyncio.wait_for(future, 60)).error == ErrorCode.none
+    # Timers never fire early: seals are at least the budget's interval apart.
+    assert len(sealed_at) == 3
+    assert sealed_at[1] - sealed_at[0] >= 0.5
+    assert sealed_at[2] - sealed_at[1] >= 0.5
+    await writer.close()

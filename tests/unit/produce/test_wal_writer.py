@@ -4,13 +4,10 @@ fault-injection wrappers for failed uploads and commits."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import pytest
-
-from lakelog.coordinator import CreateTopicRequest, FindBatchesRequest, open_coordinator
+from lakelog.coordinator import CreateTopicRequest, FindBatchesRequest
 from lakelog.coordinator.interface import BatchCoordinator, TimestampType
 from lakelog.errors import ErrorCode
 from lakelog.produce.wal_writer import AppendRequest, CommittedObject, WalWriter
@@ -79,14 +76,6 @@ class FlakyCoordinator:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-@pytest.fixture
-async def coordinator(tmp_path: Path) -> AsyncIterator[BatchCoordinator]:
-    coord = open_coordinator(f"sqlite:///{tmp_path}/c.sqlite3")
-    await coord.start()
-    yield coord
-    await coord.close()
 
 
 async def _topic(coordinator: BatchCoordinator) -> Any:
