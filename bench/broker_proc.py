@@ -154,6 +154,15 @@ class Broker:
         self.launch()
         self.wait_ready(timeout)
 
+    def metric(self, name: str) -> float:
+        """One unlabelled sample from the broker's `/metrics` (started with `metrics=True`)."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        body = urllib.request.urlopen(url, timeout=5).read().decode()
+        for line in body.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise BenchError(f"{name} not exported by {self.name}")
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

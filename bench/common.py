@@ -29,10 +29,10 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
 
 
 def lat_summary(seconds: Sequence[float]) -> dict[str, float | None]:
-    """p50/p99/max in milliseconds."""
+    """p50/p99/p999/max in milliseconds."""
     values = sorted(seconds)
     out: dict[str, float | None] = {}
-    for name, q in (("p50_ms", 50.0), ("p99_ms", 99.0), ("max_ms", 100.0)):
+    for name, q in (("p50_ms", 50.0), ("p99_ms", 99.0), ("p999_ms", 99.9), ("max_ms", 100.0)):
         v = percentile(values, q)
         out[name] = None if v is None else round(v * 1000.0, 2)
     out["samples"] = len(values)

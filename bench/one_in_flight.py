@@ -20,7 +20,6 @@ import shutil
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -29,14 +28,6 @@ from broker_proc import Broker
 from clients import create_topic
 from common import BenchError, lat_summary, log
 from report import fmt, render
-
-
-def wal_objects(metrics_port: int) -> float:
-    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read()
-    for line in body.decode().splitlines():
-        if line.startswith("lakelog_wal_objects_total "):
-            return float(line.split()[1])
-    raise BenchError("lakelog_wal_objects_total not exported")
 
 
 def run(records: int, record_bytes: int, max_puts: float) -> dict[str, object]:
@@ -59,7 +50,7 @@ def run(records: int, record_bytes: int, max_puts: float) -> dict[str, object]:
         for _ in range(10):  # warm-up: metadata, connections
             producer.produce("oif", value)
             producer.flush(30)
-        objects_before = wal_objects(broker.metrics_port)
+        objects_before = broker.metric("lakelog_wal_objects_total")
         lat: list[float] = []
         started = time.perf_counter()
         for _ in range(records):
@@ -70,7 +61,7 @@ def run(records: int, record_bytes: int, max_puts: float) -> dict[str, object]:
                 raise BenchError(f"produce failed: {errors}")
             lat.append(time.perf_counter() - t0)
         elapsed = time.perf_counter() - started
-        objects = wal_objects(broker.metrics_port) - objects_before
+        objects = broker.metric("lakelog_wal_objects_total") - objects_before
     finally:
         broker.stop()
         shutil.rmtree(root, ignore_errors=True)
