@@ -23,6 +23,7 @@ from lakelog.coordinator.mirror_rules import (
     well_formed,
 )
 from lakelog.coordinator.mirror_types import MirrorBatch, MirrorState
+from lakelog.coordinator.ops import objects
 from lakelog.coordinator.ops.mirror_partitions import IN_KEYS, RowKey, row_keys
 from lakelog.coordinator.ops.rows import PartitionRow, find_partitions, now_ms
 from lakelog.errors import ErrorCode
@@ -39,27 +40,14 @@ async def commit_mirror(
     batches: Sequence[MirrorBatch],
 ) -> list[CommitBatchResult]:
     now = now_ms()
-    claimed = await s.send(
-        "INSERT INTO files (object_key, state, size, live_bytes, uploader_broker_id,"
-        " broker_epoch, committed_at) VALUES (?, 'deleting', ?, 0, ?, ?, ?)"
-        " ON CONFLICT (object_key) DO NOTHING RETURNING id",
-        (object_key, file_size, broker_id, broker_epoch, now),
-    )
-    epoch = (
-        await s.send(
-            "SELECT broker_epoch FROM brokers WHERE broker_id = ?" + s.dialect.lock("KEY SHARE"),
-            (broker_id,),
-        )
-        if broker_epoch >= 0
-        else None
-    )
+    claimed = await objects.send_claim(s, object_key, broker_id, broker_epoch, file_size)
+    epoch = await objects.send_epoch(s, broker_id, broker_epoch)
     row = await claimed.fetchone()
     if row is None:
         # A second commit of one object would point two batch rows at the same bytes.
         return [CommitBatchResult(ErrorCode.invalid_request) for _ in batches]
     plan = MirrorPlan(now=now, broker_id=broker_id, file_id=int(row[0]))
-    current = None if epoch is None else await epoch.fetchone()
-    if current is not None and int(current[0]) > broker_epoch:
+    if objects.fenced(None if epoch is None else await epoch.fetchone(), broker_epoch):
         results = [CommitBatchResult(ErrorCode.stale_broker_epoch)] * len(batches)
     else:
         await _load_targets(s, plan, batches, file_size)
@@ -114,11 +102,7 @@ async def _load_targets(
 
 async def _write(s: Session, plan: MirrorPlan) -> None:
     """The file's final state and what the plan collected, nothing read back."""
-    state, marked_at = ("committed", None) if plan.rows else ("deleting", plan.now)
-    await s.execute(
-        "UPDATE files SET state = ?, live_bytes = ?, committed_at = ?, marked_at = ? WHERE id = ?",
-        (state, plan.live_bytes, plan.now, marked_at, plan.file_id),
-    )
+    await objects.finish(s, plan.file_id, bool(plan.rows), plan.live_bytes, plan.now)
     i = _IS_TRANSACTIONAL
     await s.executemany(
         f"INSERT INTO batches ({', '.join(MIRROR_BATCH_COLUMNS)})"

@@ -30,6 +30,7 @@ from lakelog.coordinator.engine import Pending, Session
 from lakelog.coordinator.idempotence import ProducerBatch
 from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
 from lakelog.coordinator.mirror_rules import refuse_read_only
+from lakelog.coordinator.ops import objects
 from lakelog.coordinator.ops.mirror_commit import read_only
 from lakelog.coordinator.ops.rows import now_ms, partitions_of, send_partitions
 from lakelog.coordinator.ops.txn import load_ongoing, record_first_offsets
@@ -80,8 +81,8 @@ async def commit_file(
     # In pipeline mode these share one round trip. They run in this order, so the loads
     # happen under the partition locks. (A known key or a fenced broker makes the loads
     # needless; both are rare.)
-    claimed = await _claim_key(s, object_key, uploader_broker_id, broker_epoch, file_size)
-    epoch = await _current_epoch(s, uploader_broker_id) if broker_epoch >= 0 else None
+    claimed = await objects.send_claim(s, object_key, uploader_broker_id, broker_epoch, file_size)
+    epoch = await objects.send_epoch(s, uploader_broker_id, broker_epoch)
     want = wanted(batches, file_size)
     partitions = await send_partitions(s, want.partitions, lock=True)
     histories = await _send_histories(s, want)
@@ -101,7 +102,7 @@ async def commit_file(
         for (topic, p), row in (await partitions_of(s, partitions)).items()
     }
     await _read_histories(plan, histories)
-    if epoch_row is not None and epoch_row[0] > broker_epoch:
+    if objects.fenced(epoch_row, broker_epoch):
         results = [CommitBatchResult(ErrorCode.stale_broker_epoch)] * len(batches)
     else:
         # The commit barrier: read under the partition locks, which an end of the
@@ -113,27 +114,6 @@ async def commit_file(
     await _write(s, plan)
     await record_first_offsets(s, plan.txn_firsts)
     return results
-
-
-async def _claim_key(
-    s: Session, object_key: str, uploader_broker_id: int, broker_epoch: int, file_size: int
-) -> Pending:
-    """Insert the file row (its final state is written at the end); no row comes back if
-    the key is known. A concurrent commit of the same key waits on the unique index, then
-    gets no row either."""
-    return await s.send(
-        "INSERT INTO files (object_key, state, size, live_bytes, uploader_broker_id,"
-        " broker_epoch, committed_at) VALUES (?, 'deleting', ?, 0, ?, ?, 0)"
-        " ON CONFLICT (object_key) DO NOTHING RETURNING id",
-        (object_key, file_size, uploader_broker_id, broker_epoch),
-    )
-
-
-async def _current_epoch(s: Session, broker_id: int) -> Pending:
-    return await s.send(
-        "SELECT broker_epoch FROM brokers WHERE broker_id = ?" + s.dialect.lock("KEY SHARE"),
-        (broker_id,),
-    )
 
 
 async def _send_histories(s: Session, want: Wanted) -> Pending | None:
@@ -191,11 +171,7 @@ async def _plan_and_insert(
 async def _write(s: Session, plan: CommitPlan) -> None:
     """Send the writes but the batch rows (sent while planning); nothing waits for them
     (the caller's COMMIT does)."""
-    state, marked_at = ("committed", None) if plan.rows else ("deleting", plan.now)
-    await s.execute(
-        "UPDATE files SET state = ?, live_bytes = ?, committed_at = ?, marked_at = ? WHERE id = ?",
-        (state, plan.live_bytes, plan.now, marked_at, plan.file_id),
-    )
+    await objects.finish(s, plan.file_id, bool(plan.rows), plan.live_bytes, plan.now)
     if not plan.rows:
         return
     d = s.dialect
