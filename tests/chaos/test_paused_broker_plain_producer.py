@@ -29,7 +29,9 @@ from cluster_support import (
 from confluent_kafka import KafkaError, Message, Producer
 from e2e_harness import BrokerProcess, create_topic, free_port, wait_until
 
-PARTITIONS = 4
+PARTITIONS = 16
+"""Placement hashes the (random) topic id: with 4 partitions one broker led none of them in
+1 run of 8. With 16, both brokers lead some but in 1 of 32,768."""
 RECORDS = 40
 CLUSTER = {
     "BROKER_SESSION_TIMEOUT_MS": 2000,
