@@ -49,7 +49,10 @@ class Tail(threading.Thread):
                     or (self.expected is not None and self.received >= self.expected)
                 ):
                     return
-                msgs = c.consume(num_messages=5_000, timeout=0.1)
+                # consume(n, timeout) waits until n records or the timeout: at low rates
+                # that held each record up to 100 ms. Take what is there, else block for
+                # one record, which returns the moment it arrives.
+                msgs = c.consume(num_messages=5_000, timeout=0) or c.consume(1, timeout=0.1)
                 if not msgs:
                     continue
                 now = time.time_ns()
