@@ -197,6 +197,8 @@ class Settings(BaseSettings):
 
     # produce
     produce_buffer_max_bytes: int = 8 * MiB
+    """A WAL object is sealed once it holds this many bytes (it passes them by at most one
+    batch, so objects are full at full speed)."""
     produce_commit_interval_ms: int = 250
     """The longest a batch waits in the WAL buffer before its object is sealed."""
     produce_max_puts_per_second: float = 100.0

@@ -133,7 +133,8 @@ class WalWriter:
         self, requests: Sequence[AppendRequest], *, epoch: int | None = None
     ) -> list[asyncio.Future[CommitBatchResult]]:
         """Queue batches for the next object. Waits while the pipeline of sealed buffers is
-        full (back-pressure): memory stays bounded by buffer size x (pipeline depth + 1).
+        full (back-pressure): memory stays bounded by (buffer size + one batch) x (pipeline
+        depth + 1) + one request.
 
         `epoch` is the broker epoch the request was read under: if the broker has taken
         another since (it was fenced meanwhile), the batches are refused at once with
@@ -157,28 +158,28 @@ class WalWriter:
             metrics.wal_stale_epoch_batches_total.inc(len(requests))
             return refused
         epoch = current
-        size = sum(len(r.data) for r in requests)
-        if self._active.size and (
-            self._active.size + size > self._max_bytes or self._active.epoch != epoch
-        ):
-            self._seal("epoch" if self._active.epoch != epoch else "size")
-        buffer = self._active
-        if not buffer.entries:
-            buffer.epoch = epoch
-            self._timer = loop.call_later(self._interval_s, self._seal_on_timer, buffer)
+        if self._active.entries and self._active.epoch != epoch:
+            self._seal("epoch")
+        # Batch by batch: an object is sealed as soon as it holds `max_bytes`, so at full
+        # speed every object is full (it passes the size by at most one batch) and a
+        # request's batches may span two objects, committed in order.
         futures = []
         for request in requests:
+            buffer = self._active
+            if not buffer.entries:
+                buffer.epoch = epoch
+                self._timer = loop.call_later(self._interval_s, self._seal_on_timer, buffer)
             future: asyncio.Future[CommitBatchResult] = loop.create_future()
             buffer.entries.append(request)
             buffer.futures.append(future)
             futures.append(future)
-        buffer.size += size
-        metrics.wal_buffer_bytes.set(buffer.size)
-        self._policy.appended(loop.time(), size)
-        if buffer.size >= self._max_bytes:
-            self._seal("size")
-        else:
-            self._consider_early()
+            size = len(request.data)
+            buffer.size += size
+            self._policy.appended(loop.time(), size)
+            if buffer.size >= self._max_bytes:
+                self._seal("size")
+        metrics.wal_buffer_bytes.set(self._active.size)
+        self._consider_early()
         return futures
 
     def _consider_early(self) -> None:

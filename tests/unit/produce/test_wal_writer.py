@@ -428,3 +428,27 @@ async def test_plain_batches_of_a_partition_led_elsewhere_by_commit_time_are_ref
     [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 1, 0, 1 << 20)])
     assert [b.producer_id for b in found.batches] == [7]
     await writer.close()
+
+
+async def test_objects_fill_to_the_size_batch_by_batch(coordinator: BatchCoordinator) -> None:
+    """A request's batches may span two objects: each object is sealed once it reaches the
+    size (so none is sealed short of it), and offsets follow the order of the batches."""
+    storage = ObjectStorage.from_url("memory://")
+    topic_id = await _topic(coordinator)
+    committed: list[CommittedObject] = []
+    one = len(_request(topic_id, 0, bytes(1000)).data)
+    writer = _writer(
+        storage, coordinator, committed, max_buffer_bytes=3 * one, commit_interval_ms=60_000
+    )
+    futures = []
+    for r in range(4):  # 4 requests of 2 batches: objects of 3, 3 and 2 batches
+        futures += await writer.append(
+            [_request(topic_id, p, bytes(1000) + bytes([r])) for p in (0, 1)]
+        )
+    await writer.flush()
+    results = await asyncio.wait_for(asyncio.gather(*futures), 5)
+    assert [r.error for r in results] == [ErrorCode.none] * 8
+    assert [len(c.batches) for c in committed] == [3, 3, 2]
+    assert [r.base_offset for r in results[0::2]] == [0, 1, 2, 3]
+    assert [r.base_offset for r in results[1::2]] == [0, 1, 2, 3]
+    await writer.close()
