@@ -25,7 +25,13 @@ from lakelog.coordinator.mirror_rules import (
 from lakelog.coordinator.mirror_types import MirrorBatch, MirrorState
 from lakelog.coordinator.ops import objects
 from lakelog.coordinator.ops.mirror_partitions import IN_KEYS, RowKey, row_keys
-from lakelog.coordinator.ops.rows import PartitionRow, find_partitions, now_ms
+from lakelog.coordinator.ops.rows import (
+    TIME_MARK_TYPES,
+    PartitionRow,
+    find_partitions,
+    now_ms,
+    time_marks,
+)
 from lakelog.errors import ErrorCode
 
 _IS_TRANSACTIONAL = MIRROR_BATCH_COLUMNS.index("is_transactional")
@@ -120,6 +126,7 @@ async def _write(s: Session, plan: MirrorPlan) -> None:
                 for t, k in zip(touched, at, strict=True)
             ],
         )
+        await s.insert_int_rows("time_index", TIME_MARK_TYPES, time_marks(t.part for t in touched))
         await s.executemany(
             "UPDATE mirror_partitions SET source_epoch = ?, updated_at = ?"
             " WHERE topic_id = ? AND partition = ?",

@@ -135,6 +135,7 @@ async def _truncate(
     cut_rows = [(*key, cut) for key, cut in cuts.items()]
     for table, column in (
         ("batches", "base_offset"),
+        ("time_index", "last_offset"),
         ("aborted_txns", "marker_offset"),
         ("producer_state", "last_offset"),
     ):

@@ -32,7 +32,13 @@ from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
 from lakelog.coordinator.mirror_rules import refuse_read_only
 from lakelog.coordinator.ops import objects
 from lakelog.coordinator.ops.mirror_commit import read_only
-from lakelog.coordinator.ops.rows import now_ms, partitions_of, send_partitions
+from lakelog.coordinator.ops.rows import (
+    TIME_MARK_TYPES,
+    now_ms,
+    partitions_of,
+    send_partitions,
+    time_marks,
+)
 from lakelog.coordinator.ops.txn import load_ongoing, record_first_offsets
 from lakelog.errors import ErrorCode
 
@@ -189,6 +195,7 @@ async def _write(s: Session, plan: CommitPlan) -> None:
         " WHERE p.topic_id = u.topic_id AND p.partition = u.partition",
         params,
     )
+    await s.insert_int_rows("time_index", TIME_MARK_TYPES, time_marks(plan.touched.values()))
     if plan.changed_producers:
         keys = sorted(plan.changed_producers)
         changed, params = d.keyset("k", _PRODUCER_KEY, keys)

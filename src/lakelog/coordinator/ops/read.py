@@ -318,15 +318,27 @@ async def _list_offset(
     return visible(answer, limit)
 
 
+async def _mark_below(s: Session, key: tuple[int, int], time: int) -> int:
+    """The last offset of the partition's last time mark below `time` (-1: none): no
+    batch ending at or before it reaches `time`, since timestamp_high never decreases
+    with the offset. Marks are one per commit, so a search scans one commit's batches."""
+    row = await s.fetchone(
+        "SELECT last_offset FROM time_index WHERE topic_id = ? AND partition = ?"
+        " AND timestamp_high < ? ORDER BY timestamp_high DESC, last_offset DESC LIMIT 1",
+        (*key, time),
+    )
+    return -1 if row is None else int(row[0])
+
+
 async def _by_timestamp(s: Session, part: PartitionRow, time: int) -> ListOffsetsResult:
     key = (part.topic_id, part.partition)
-    # timestamp_high never decreases with the offset, so the first batch reaching `time`
-    # is an index seek. It may be a batch whose own timestamp is lower when the high
-    # mark came from a batch already deleted; then scan on from there.
+    # The first batch whose timestamp_high reaches `time`, found from the time index. It
+    # may be a batch whose own timestamp is lower when the high mark came from a batch
+    # already deleted; then scan on from there.
     row = await s.fetchone(
-        f"SELECT {BATCH_COLUMNS} {_FROM} AND b.timestamp_high >= ?"
-        " ORDER BY b.timestamp_high, b.last_offset LIMIT 1",
-        (*key, time),
+        f"SELECT {BATCH_COLUMNS} {_FROM} AND b.last_offset > ? AND b.timestamp_high >= ?"
+        " ORDER BY b.last_offset LIMIT 1",
+        (*key, await _mark_below(s, key, time), time),
     )
     if row is not None and _timestamp_of(row) < time:
         row = await s.fetchone(
@@ -347,16 +359,19 @@ async def _by_timestamp(s: Session, part: PartitionRow, time: int) -> ListOffset
 
 async def _max_timestamp(s: Session, part: PartitionRow) -> ListOffsetsResult:
     key = (part.topic_id, part.partition)
+    # The last batch holds the highest timestamp_high (it never decreases with the
+    # offset); the first batch reaching it is found from the time index.
     row = await s.fetchone(
-        f"SELECT {BATCH_COLUMNS}, b.timestamp_high {_FROM} ORDER BY b.timestamp_high DESC LIMIT 1",
+        f"SELECT {BATCH_COLUMNS}, b.timestamp_high {_FROM} ORDER BY b.last_offset DESC LIMIT 1",
         key,
     )
     if row is None:
         return ListOffsetsResult(ErrorCode.none)
     highest = row[BATCH_COLUMN_COUNT]
     row = await s.fetchone(
-        f"SELECT {BATCH_COLUMNS} {_FROM} AND b.timestamp_high = ? ORDER BY b.last_offset LIMIT 1",
-        (*key, highest),
+        f"SELECT {BATCH_COLUMNS} {_FROM} AND b.last_offset > ? AND b.timestamp_high = ?"
+        " ORDER BY b.last_offset LIMIT 1",
+        (*key, await _mark_below(s, key, highest), highest),
     )
     if row is None or _timestamp_of(row) != highest:
         # The highest timestamp belonged to a deleted batch: find the live maximum.

@@ -12,6 +12,9 @@ from collections import defaultdict
 
 from lakelog.coordinator.engine import Session
 
+_NO_BATCHES = (1 << 63) - 1
+"""Above every timestamp: with no batch left, every time mark goes."""
+
 
 class FreedBytes:
     """Bytes freed per file id during one transaction, written by `apply`."""
@@ -74,6 +77,13 @@ async def drop_batches_below(
     await s.execute(
         "DELETE FROM batches WHERE topic_id = ? AND partition = ? AND last_offset < ?", key
     )
+    # Time marks below the first live batch's timestamp_high point below the log start.
+    await s.execute(
+        "DELETE FROM time_index WHERE topic_id = ? AND partition = ? AND timestamp_high < "
+        "COALESCE((SELECT b.timestamp_high FROM batches b WHERE b.topic_id = ?"
+        f" AND b.partition = ? ORDER BY b.last_offset LIMIT 1), {_NO_BATCHES})",
+        (topic_id, partition, topic_id, partition),
+    )
     for file_id, _, size in per_file:
         if file_id is not None:
             freed.add(file_id, int(size))
@@ -97,6 +107,7 @@ async def drop_topic(s: Session, freed: FreedBytes, topic_id: int) -> None:
     )
     for file_id, size in per_file:
         freed.add(file_id, int(size))
-    for table in ("batches", "producer_state", "aborted_txns", "txn_partitions", "partitions"):
+    tables = ("batches", "time_index", "producer_state", "aborted_txns", "txn_partitions")
+    for table in (*tables, "partitions"):
         await s.execute(f"DELETE FROM {table} WHERE topic_id = ?", (topic_id,))
     await s.execute("DELETE FROM topics WHERE id = ?", (topic_id,))

@@ -80,6 +80,21 @@ class PartitionRow:
     max_timestamp: int
 
 
+TIME_MARK_TYPES = (
+    ("topic_id", "bigint"),
+    ("partition", "int"),
+    ("timestamp_high", "bigint"),
+    ("last_offset", "bigint"),
+)
+"""The `time_index` columns (`Session.insert_int_rows`)."""
+
+
+def time_marks(touched: Iterable[PartitionRow]) -> list[tuple[int, int, int, int]]:
+    """One time-index mark per partition a commit appended to: its timestamp_high and last
+    offset after the commit (every batch up to that offset has a timestamp_high no higher)."""
+    return [(p.topic_id, p.partition, p.max_timestamp, p.high_watermark - 1) for p in touched]
+
+
 PartitionKeyTuple = tuple[UUID, int]
 
 _PARTITION_KEYS = (("topic_uuid", "uuid"), ("partition", "int"))
