@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Latency and cost across offered load: what the WAL's adaptive sealing trades.
 
-One broker process on the local store (or `--storage-url`/`--coordinator-url`, e.g. S3 and
-PostgreSQL). For each offered rate (`--rates`, MiB/s; `max` = as fast as the client goes),
-on a new topic: a producer paced at that rate (acks=all, 1 KiB records) while a consumer
-tails the topic. Prints, per rate: achieved MiB/s, produce and end-to-end p50/p99/p999,
-PUTs per GiB (WAL objects the broker wrote, from its metrics) and broker CPU seconds per
-GiB. Each phase lasts `--seconds` or `--max-mib` for `max`.
+One broker process on the local store (or `--storage-url`/`--coordinator-url`, or `--pg-s3`:
+a throwaway durable PostgreSQL and moto's S3 server over HTTP). For each offered rate
+(`--rates`, MiB/s; `max` = as fast as the client goes), on a new topic: a producer paced at
+that rate (acks=all, 1 KiB records) while a consumer tails the topic. Prints, per rate:
+achieved MiB/s, produce and end-to-end p50/p99/p999, PUTs per GiB (WAL objects the broker
+wrote, from its metrics) and broker CPU seconds per GiB. Each phase lasts `--seconds` or
+`--max-mib` for `max`.
 
 Run: `.venv/bin/python bench/latency_sweep.py [--rates 1,10,50,200,max] [--json out.json]`.
 """
@@ -27,6 +28,7 @@ from clients import create_topic
 from common import BenchError, MiB, log
 from paced import phase_paced
 from report import fmt, render
+from scale_out import scale_out
 
 GiB = 1024 * MiB
 MAX_RATE = 100_000.0
@@ -34,6 +36,11 @@ MAX_RATE = 100_000.0
 
 
 def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.pg_s3:
+        with scale_out() as (args.storage_url, args.coordinator_url):
+            log(f"PostgreSQL (durable) + S3 (moto): {args.coordinator_url}")
+            args.pg_s3 = False
+            return sweep(args)
     root = Path(tempfile.mkdtemp(prefix="lakelog-bench-sweep-"))
     if args.storage_url:
         os.environ["LAKELOG_STORAGE_URL"] = args.storage_url
@@ -86,6 +93,11 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=4, help="partitions per topic (4)")
     ap.add_argument("--storage-url", help="object store (default: the broker's local one)")
     ap.add_argument("--coordinator-url", help="batch coordinator (default: SQLite)")
+    ap.add_argument(
+        "--pg-s3",
+        action="store_true",
+        help="start a durable PostgreSQL and moto's S3 server and sweep on those",
+    )
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = ap.parse_args()
     args.rates = [r.strip() for r in args.rates.split(",") if r.strip()]
