@@ -17,9 +17,20 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AclOperation,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
+from confluent_kafka.admin import ResourceType as CResourceType
 from e2e_harness import BrokerProcess, kafka_admin
 from kafka import TopicPartition as KTopicPartition
+from kafka.admin import ConfigResource as KConfigResource
+from kafka.admin import ConfigResourceType
 
 TIMEOUT = 15.0
 TOPIC_OPERATIONS = {
@@ -219,3 +230,72 @@ def test_describe_quorum_says_there_is_none(shared_broker: BrokerProcess) -> Non
     assert "UnknownTopicOrPartition" in partition["error"]
     assert "no KRaft metadata quorum" in partition["error"]
     assert partition["current_voters"] == []
+
+
+# ---------------------------------------------------------------- configs
+
+
+def _broker_resource(admin: AdminClient, **kwargs: Any) -> ConfigResource:
+    broker_id = str(_result(admin.describe_cluster()).nodes[0].id)
+    return ConfigResource(CResourceType.BROKER, broker_id, **kwargs)
+
+
+def test_advertised_listeners_is_a_static_broker_config(admin: AdminClient) -> None:
+    resource = _broker_resource(admin)
+    configs = _result(admin.describe_configs([resource])[resource])
+    for name in ("advertised.listeners", "listeners"):
+        assert configs[name].source == ConfigSource.STATIC_BROKER_CONFIG.value, name
+        assert configs[name].value.startswith("PLAINTEXT://")
+
+
+def test_broker_config_alterations_answered_per_key(
+    shared_broker: BrokerProcess, admin: AdminClient
+) -> None:
+    reset = _broker_resource(
+        admin,
+        incremental_configs=[
+            ConfigEntry("log.retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)
+        ],
+    )
+    _result(admin.incremental_alter_configs([reset])[reset])  # a reset is a no-op: accepted
+    change = _broker_resource(
+        admin,
+        incremental_configs=[
+            ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
+    with pytest.raises(KafkaException) as info:
+        _result(admin.incremental_alter_configs([change])[change])
+    error = info.value.args[0]
+    assert error.name() == "INVALID_REQUEST"
+    assert "['log.retention.ms']" in error.str() and "lakelog.toml" in error.str()
+    assert "Cannot update these configs dynamically: ['num.partitions']" in error.str()
+    with kafka_admin(shared_broker.bootstrap) as client:
+        broker_id = str(_result(admin.describe_cluster()).nodes[0].id)
+        result = client.alter_configs(  # type: ignore[attr-defined]
+            [KConfigResource(ConfigResourceType.BROKER, broker_id, {"message.max.bytes": "5"})],
+            raise_on_unknown=False,
+        )
+    assert result["broker"][broker_id].startswith("[Error 42] InvalidRequestError")
+    assert "['message.max.bytes']" in result["broker"][broker_id]
+
+
+def test_subtracting_the_last_list_value_leaves_it_empty(
+    admin: AdminClient, topic_name: str
+) -> None:
+    _create(admin, topic_name)
+    resource = ConfigResource(
+        CResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry(
+                "cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT
+            )
+        ],
+    )
+    _result(admin.incremental_alter_configs([resource])[resource])
+    described = ConfigResource(CResourceType.TOPIC, topic_name)
+    policy = _result(admin.describe_configs([described])[described])["cleanup.policy"]
+    assert policy.value == ""
+    assert policy.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
