@@ -6,6 +6,9 @@ fragment removed), with each partition's size as the batch coordinator counts it
 bytes of its live batches in object storage). Nothing is ever copied between brokers, so
 the offset lag is 0 and no replica is a "future" one. Object storage has no fixed
 capacity: total and usable bytes are -1 (unknown), as Kafka's v4 fields allow.
+
+v5 (KIP-1066, cordoned log dirs) is not advertised: kafka-python takes DescribeLogDirs v5
+to mean a Kafka 4.3 broker and would then expect everything 4.3 serves.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def _wanted(request: Any, known: dict[str, TopicInfo]) -> list[tuple[TopicInfo, 
     return [(known[n], sorted(ps)) for n, ps in merged.items() if ps]
 
 
-@handles(DESCRIBE_LOG_DIRS_KEY, 1, 5)
+@handles(DESCRIBE_LOG_DIRS_KEY, 1, 4)
 async def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     known = {t.name: t for t in await ctx.broker.topics.all()}
@@ -78,7 +81,6 @@ async def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
         topics=tuple(topics),
         total_bytes=UNKNOWN_BYTES,
         usable_bytes=UNKNOWN_BYTES,
-        is_cordoned=False,
     )
     return build(
         m.DescribeLogDirsResponse,
