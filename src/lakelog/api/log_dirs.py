@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
@@ -32,7 +32,7 @@ def log_dir_name(storage_url: str) -> str:
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    return f"{parts.scheme}://{host}{parts.path}" if parts.scheme else parts.path
 
 
 def _wanted(request: Any, known: dict[str, TopicInfo]) -> list[tuple[TopicInfo, list[int]]]:
