@@ -309,6 +309,20 @@ def kafka_python_workload(
         ("describe_transactions", lambda: admin.describe_transactions([f"kp-tx-{tag}"])),
         ("describe_producers", lambda: admin.describe_producers([TopicPartition(topic, 0)])),
         ("delete_records", lambda: admin.delete_records({TopicPartition(topic, 0): 1})),
+        (
+            "describe_topic_partitions",
+            lambda: admin.describe_topic_partitions([topic, other], response_partition_limit=1),
+        ),
+        ("describe_log_dirs", lambda: admin.describe_log_dirs({topic: [0, 1]})),
+        ("elect_leaders", lambda: admin.elect_leaders(0, {topic: [0]})),
+        ("list_partition_reassignments", admin.list_partition_reassignments),
+        (
+            "alter_partition_reassignments",
+            lambda: admin.alter_partition_reassignments(
+                {TopicPartition(topic, 0): [0], TopicPartition(topic, 1): None}
+            ),
+        ),
+        ("describe_metadata_quorum", admin.describe_metadata_quorum),
         ("delete_topics", lambda: admin.delete_topics([other], timeout_ms=15000)),
     ]
     _run_steps("kafka-python", steps, failures)
@@ -322,6 +336,7 @@ def confluent_workload(
     from confluent_kafka import (
         Consumer,
         ConsumerGroupTopicPartitions,
+        ElectionType,
         IsolationLevel,
         Producer,
         TopicCollection,
@@ -435,6 +450,12 @@ def confluent_workload(
             lambda: wait(admin.describe_topics(TopicCollection([topic]))),
         ),
         ("describe_cluster", lambda: admin.describe_cluster().result(timeout=20)),
+        (
+            "elect_leaders",
+            lambda: admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(
+                timeout=20
+            ),
+        ),
         (
             "describe_configs",
             lambda: wait(

@@ -13,7 +13,8 @@ TIMESTAMP_TYPES = {
     "CreateTime": TimestampType.CREATE_TIME,
     "LogAppendTime": TimestampType.LOG_APPEND_TIME,
 }
-CLEANUP_POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
+CLEANUP_POLICIES = {"", "delete", "compact", "compact,delete", "delete,compact"}
+"""Empty (Kafka 4.1+, e.g. after subtracting the last value): neither deletes nor compacts."""
 
 
 def _int(min_value: int) -> object:

@@ -44,6 +44,11 @@ _ZERO = datetime.timedelta(0)
 # AclOperation codes of the cluster resource (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
 # DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE): with no authorizer all are allowed.
 CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# KIP-430: a topic's operations (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
+# DESCRIBE_CONFIGS, ALTER_CONFIGS), all allowed with no authorizer, as Kafka answers then.
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# A group's (READ, DELETE, DESCRIBE).
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 OPERATIONS_NOT_REQUESTED = -(2**31)
 BROKER_ENDPOINTS = 1
 EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."

@@ -3,7 +3,7 @@
 Topic configs live in the coordinator (only the ones a topic set); everything else is the
 broker default, reported the way Kafka reports it so admin tools show the same picture.
 Broker configs are static here (set by flags, env or lakelog.toml), so they are described
-read-only and every attempt to alter them is refused as Kafka refuses read-only ones.
+read-only; altering them is answered key by key (`broker_configs`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakelog import topic_config
+from lakelog.api.broker_configs import broker_alter_problem
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
 from lakelog.config import Settings
@@ -196,6 +197,11 @@ def recorded_replication_factor(value: int) -> ConfigEntry:
     )
 
 
+ALWAYS_STATIC = frozenset({"advertised.listeners", "listeners", "broker.id"})
+"""A broker cannot run without these, so Kafka reports them as STATIC_BROKER_CONFIG (from
+its properties file) even where Lakelog derived them from its defaults."""
+
+
 def broker_entries(settings: Settings, broker_epoch: int = -1) -> list[ConfigEntry]:
     """The broker settings a Kafka tool looks for, all read-only (they are static here),
     plus `broker.epoch`, the registration epoch the coordinator fences commits with."""
@@ -284,7 +290,7 @@ def broker_entries(settings: Settings, broker_epoch: int = -1) -> list[ConfigEnt
     for name, value, kind, field_name in values:
         source = (
             ConfigSource.STATIC_BROKER_CONFIG
-            if field_name in settings.model_fields_set
+            if field_name in settings.model_fields_set or name in ALWAYS_STATIC
             else ConfigSource.DEFAULT_CONFIG
         )
         entries.append(
@@ -386,14 +392,16 @@ def _check_broker_name(name: str, broker_id: int) -> None:
         )
 
 
-def _refuse_broker_alter(name: str, config_names: Sequence[str], broker_id: int) -> None:
-    """Broker configs are static here: like Kafka for a read-only config, INVALID_REQUEST."""
+def _refuse_broker_alter(name: str, ops: Sequence[tuple[str, int]], broker_id: int) -> None:
+    """Broker configs are static here: sets are refused key by key (see
+    `broker_configs.broker_alter_problem`), resets are no-ops."""
     _check_broker_name(name, broker_id)
-    if config_names:
+    problem = broker_alter_problem(ops)
+    if problem:
+        error, why = problem
         raise ConfigProblem(
-            ErrorCode.invalid_request,
-            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): "
-            f"Cannot update these configs dynamically: {sorted(config_names)}",
+            error,
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {why}",
         )
 
 
@@ -535,9 +543,8 @@ async def _alter_one(
     ctx: RequestContext, resource: Any, validate_only: bool, incremental: bool
 ) -> tuple[ErrorCode, str | None]:
     if resource.resource_type == BROKER_RESOURCE:
-        _refuse_broker_alter(
-            resource.resource_name, [c.name for c in resource.configs], ctx.broker.broker_id
-        )
+        ops = [(c.name, int(getattr(c, "config_operation", 0))) for c in resource.configs]
+        _refuse_broker_alter(resource.resource_name, ops, ctx.broker.broker_id)
         return ErrorCode.none, None
     if resource.resource_type == MIRROR_RESOURCE and incremental:
         from lakelog.mirror import admin

@@ -5,11 +5,13 @@ DescribeGroups, DeleteGroups). The state machine is `lakelog.groups`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from lakelog.api.admin import GROUP_AUTHORIZED_OPERATIONS
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import OffsetCommit
@@ -428,6 +430,14 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
             continue
         seen[group_id] = await _describe_group(ctx, m, group_id)
         described.append(seen[group_id])
+    if getattr(request, "include_authorized_operations", False):
+        # KIP-430: with no authorizer every group operation is allowed.
+        described = [
+            dataclasses.replace(g, authorized_operations=GROUP_AUTHORIZED_OPERATIONS)
+            if g.error_code == ErrorCode.none
+            else g
+            for g in described
+        ]
     return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))
 
 

@@ -19,7 +19,12 @@ from collections import OrderedDict
 from typing import Any
 from uuid import UUID
 
-from lakelog.api.admin import CLUSTER_AUTHORIZED_OPERATIONS, ClusterBudget
+from lakelog.api.admin import (
+    CLUSTER_AUTHORIZED_OPERATIONS,
+    OPERATIONS_NOT_REQUESTED,
+    TOPIC_AUTHORIZED_OPERATIONS,
+    ClusterBudget,
+)
 from lakelog.api.context import RequestContext, build
 from lakelog.api.encoded import compact_length, encode_entity
 from lakelog.api.raw import RawResponse
@@ -42,8 +47,9 @@ LEADER_EPOCH = 0
 
 class EncodedTopics:
     """Encoded MetadataResponseTopic entries of known topics, by view: (API version, ids of
-    the brokers the client sees). A topic's key holds all it depends on (id, name,
-    partition count), so a changed topic is a new entry. Memory: about one Metadata answer
+    the brokers the client sees, whether topic authorized operations were asked for). A
+    topic's key holds all it depends on (id, name, partition count), so a changed topic is
+    a new entry. Memory: about one Metadata answer
     per view; views beyond MAX_VIEWS are dropped oldest first, and a view holding more than
     twice the topics there are is emptied (deleted topics leave entries behind)."""
 
@@ -51,13 +57,17 @@ class EncodedTopics:
 
     def __init__(self) -> None:
         self._views: OrderedDict[
-            tuple[int, tuple[int, ...]], dict[tuple[UUID, str, int], bytes]
+            tuple[int, tuple[int, ...], bool], dict[tuple[UUID, str, int], bytes]
         ] = OrderedDict()
 
     def view(
-        self, version: int, broker_ids: tuple[int, ...], topic_count: int
+        self,
+        version: int,
+        broker_ids: tuple[int, ...],
+        topic_count: int,
+        with_operations: bool = False,
     ) -> dict[tuple[UUID, str, int], bytes]:
-        key = (version, broker_ids)
+        key = (version, broker_ids, with_operations)
         view = self._views.get(key)
         if view is None:
             view = self._views[key] = {}
@@ -175,6 +185,9 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         if all(n.broker_id != b.broker_id for n in named):
             named.append(b)
 
+    with_operations = bool(getattr(request, "include_topic_authorized_operations", False))
+    topic_operations = TOPIC_AUTHORIZED_OPERATIONS if with_operations else OPERATIONS_NOT_REQUESTED
+
     def describe(name: str | None, topic: TopicInfo | None, topic_id: Any = None) -> Any:
         if topic is None:
             error = (
@@ -191,7 +204,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
                 topic_id=topic_id,
                 is_internal=False,
                 partitions=(),
-                topic_authorized_operations=-2147483648,
+                topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
             )
         partitions = tuple(
             build(
@@ -213,11 +226,11 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             topic_id=topic.topic_id,
             is_internal=False,
             partitions=partitions,
-            topic_authorized_operations=-2147483648,
+            topic_authorized_operations=topic_operations,
         )
 
     known = await topics_cache.all()
-    encoded = ENCODED_TOPICS.view(ctx.api_version, broker_ids, len(known))
+    encoded = ENCODED_TOPICS.view(ctx.api_version, broker_ids, len(known), with_operations)
 
     def entry(name: str | None, topic: TopicInfo | None, topic_id: Any = None) -> bytes:
         if topic is None:
@@ -257,7 +270,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         cluster_authorized_operations=(
             CLUSTER_AUTHORIZED_OPERATIONS
             if getattr(request, "include_cluster_authorized_operations", False)
-            else -2147483648
+            else OPERATIONS_NOT_REQUESTED
         ),
         error_code=ErrorCode.none,
     )

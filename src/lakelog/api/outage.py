@@ -190,11 +190,32 @@ PLANS: dict[int, Plan] = {
         ),
     ),
     37: Plan(CONTROLLER, (Echo("topics", "results", (("name", "name"),)),)),
+    43: Plan(  # ElectLeaders
+        CONTROLLER,
+        (
+            Echo(
+                "topic_partitions",
+                "replica_election_results",
+                (("topic", "topic"),),
+                children=(Echo("partitions", "partition_result", key="partition_id"),),
+            ),
+        ),
+    ),
+    45: Plan(  # AlterPartitionReassignments
+        CONTROLLER,
+        (Echo("topics", "responses", (("name", "name"),), children=(_PARTITIONS_BY_INDEX,)),),
+    ),
+    46: Plan(CONTROLLER),  # ListPartitionReassignments
+    55: Plan(CONTROLLER),  # DescribeQuorum (answers without the backend; here for the table)
     # Configs and cluster description: REQUEST_TIMED_OUT, retriable in every client.
     32: Plan(TIMED_OUT, (Echo("resources", "results", _RESOURCES),)),
     33: Plan(TIMED_OUT, (Echo("resources", "responses", _RESOURCES),)),
     44: Plan(TIMED_OUT, (Echo("resources", "responses", _RESOURCES),)),
     60: Plan(TIMED_OUT),  # DescribeCluster
+    35: Plan(TIMED_OUT),  # DescribeLogDirs: see `_log_dirs`
+    75: Plan(
+        TIMED_OUT, (Echo("topics", "topics", (("name", "name"),)),)
+    ),  # DescribeTopicPartitions
 }
 
 
@@ -276,7 +297,17 @@ def _metadata(ctx: RequestContext, request: Any) -> Any:
     return _entity(cls, ErrorCode.none, None, (), fields, own_error=False)
 
 
-BUILDERS: dict[int, Callable[[RequestContext, Any], Any]] = {3: _metadata}
+def _log_dirs(ctx: RequestContext, request: Any) -> Any:
+    """DescribeLogDirs: its one log dir (the object store) unreadable. Versions 1-2 have no
+    top-level error code, so the code goes on the log dir as well."""
+    cls = load_response_schema(ctx.api_key, ctx.api_version)
+    m = ctx.schema
+    code = PLANS[ctx.api_key].code
+    result = _entity(m.DescribeLogDirsResult, code, None, (), {"log_dir": "", "topics": ()})
+    return _entity(cls, code, None, (), {"results": (result,)})
+
+
+BUILDERS: dict[int, Callable[[RequestContext, Any], Any]] = {3: _metadata, 35: _log_dirs}
 
 
 # -- generic construction from kio classes

@@ -80,12 +80,18 @@ def test_append_and_subtract_start_from_the_default() -> None:
     assert plan.set_configs == {"cleanup.policy": "compact"}
 
 
+def test_subtracting_the_last_list_value_leaves_it_empty() -> None:
+    """Kafka 4.x accepts an empty cleanup.policy (it neither deletes nor compacts)."""
+    plan = plan_incremental({}, _fallback(), [("cleanup.policy", AlterOp.SUBTRACT, "delete")])
+    assert plan.set_configs == {"cleanup.policy": ""}
+
+
 @pytest.mark.parametrize(
     ("ops", "error"),
     [
         ([("retention.ms", AlterOp.APPEND, "1")], ErrorCode.invalid_config),
         ([("retention.ms", AlterOp.SET, "x")], ErrorCode.invalid_config),
-        ([("cleanup.policy", AlterOp.SUBTRACT, "delete")], ErrorCode.invalid_config),
+        ([("cleanup.policy", AlterOp.SET, "shred")], ErrorCode.invalid_config),
         ([("retention.ms", AlterOp.SET, None)], ErrorCode.invalid_request),
         ([("retention.ms", 9, "1")], ErrorCode.invalid_request),
         (

@@ -64,6 +64,9 @@ def sample(cls: type) -> Any:
             values[f.name] = (one if one is not None else _value(f.metadata["kafka_type"], f.name),)
         elif dataclasses.is_dataclass(hint):
             values[f.name] = sample(hint)  # type: ignore[arg-type]
+        elif any(dataclasses.is_dataclass(a) for a in args):  # optional struct: a cursor
+            struct = next(a for a in args if dataclasses.is_dataclass(a))
+            values[f.name] = sample(struct)
         else:
             values[f.name] = _value(f.metadata.get("kafka_type"), f.name)
     return cls(**values)
