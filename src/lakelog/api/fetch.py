@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from lakelog import metrics
 from lakelog.api.context import RequestContext
@@ -36,6 +37,10 @@ from lakelog.storage.keys import SEGMENT_PREFIX
 from lakelog.zones import client_zone, count_bytes
 
 FETCH_KEY = 1
+NULL_TOPIC_ID = UUID(int=0)
+TOPIC_ID_VERSION = 13
+"""Fetch v13+ names topics by id (KIP-516); v15 moves the replica id into a tagged replica
+state and v17 adds a tagged replica directory id, both for followers only."""
 READ_COMMITTED = 1
 
 
@@ -90,19 +95,31 @@ def _batch_parts(coord: BatchCoordinate, data: memoryview | bytes, base_offset: 
 
 async def _read_once(
     ctx: RequestContext, request: Any, max_bytes: int
-) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
+) -> tuple[list[tuple[str | UUID, list[PartitionData]]], int, bool]:
     """One pass over the request: (topics, record bytes, any partition errored)."""
     broker = ctx.broker
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     finds: list[FindBatchesRequest] = []
-    layout: list[tuple[str, list[_Slot]]] = []
+    layout: list[tuple[str | UUID, list[_Slot]]] = []
     errored = False
+    by_id = ctx.api_version >= TOPIC_ID_VERSION
     for fetch_topic in request.topics or ():
-        topic = await broker.topics.get(fetch_topic.topic)
+        named: str | UUID
+        if by_id:
+            named = fetch_topic.topic_id or NULL_TOPIC_ID  # kio reads the zero id as None
+            topic = await broker.topics.get_by_id(named)
+            unknown = ErrorCode.unknown_topic_id
+        else:
+            named = fetch_topic.topic
+            topic = await broker.topics.get(named)
+            unknown = ErrorCode.unknown_topic_or_partition
         slots = []
         for part in fetch_topic.partitions or ():
             slot = _Slot(PartitionData(part.partition), part.partition_max_bytes, part.fetch_offset)
-            if topic is None or not 0 <= part.partition < topic.num_partitions:
+            if topic is None:
+                slot.data.error = unknown
+                errored = True
+            elif not 0 <= part.partition < topic.num_partitions:
                 slot.data.error = ErrorCode.unknown_topic_or_partition
                 errored = True
             else:
@@ -117,7 +134,7 @@ async def _read_once(
                     )
                 )
             slots.append(slot)
-        layout.append((fetch_topic.topic, slots))
+        layout.append((named, slots))
     results = await broker.coordinator.find_batches(finds) if finds else []
 
     # Plan which batches to read, then choose the bytes to send from what was read.
@@ -275,7 +292,7 @@ def _aborted_within(aborted: Sequence[AbortedTxn], last_offset: int) -> list[tup
     return [(a.producer_id, a.first_offset) for a in aborted if a.first_offset <= last_offset]
 
 
-@handles(FETCH_KEY, 4, 12)
+@handles(FETCH_KEY, 4, 17)
 async def fetch(ctx: RequestContext, request: Any) -> RawResponse:
     loop = asyncio.get_running_loop()
     max_wait = request.max_wait.total_seconds()

@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 LIST_OFFSETS_KEY = 2
 OFFSET_FOR_LEADER_EPOCH_KEY = 23
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+"""ListOffsets v9+ (KIP-1005): the last offset in tiered storage. Lakelog has no tiered
+storage (every batch is in object storage from the start), so it answers as Kafka does for
+a topic without remote storage: offset -1, no error."""
 READ_COMMITTED = 1
 LEADER_EPOCH = 0
 
@@ -68,7 +72,7 @@ async def _narrow(ctx: RequestContext, asked: int, result: ListOffsetsResult) ->
     return max(offset, result.offset), timestamp
 
 
-@handles(LIST_OFFSETS_KEY, 1, 8)
+@handles(LIST_OFFSETS_KEY, 1, 10)
 async def list_offsets(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     broker = ctx.broker
@@ -84,6 +88,9 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                 timestamp = EARLIEST_TIMESTAMP
             if topic is None or not 0 <= p.partition_index < topic.num_partitions:
                 rows.append((p.partition_index, -1, timestamp))
+                continue
+            if timestamp == LATEST_TIERED_TIMESTAMP and ctx.api_version >= 9:
+                rows.append((p.partition_index, -3, timestamp))
                 continue
             if timestamp < MAX_TIMESTAMP or (timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
                 rows.append((p.partition_index, -2, timestamp))
@@ -103,6 +110,8 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                 error = ErrorCode.unknown_topic_or_partition
             elif index == -2:
                 error = ErrorCode.invalid_request
+            elif index == -3:
+                pass  # LATEST_TIERED_TIMESTAMP: nothing is tiered
             else:
                 result = results[index]
                 error = result.error
@@ -116,7 +125,7 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                     error_code=error,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=LEADER_EPOCH if error == ErrorCode.none else -1,
+                    leader_epoch=LEADER_EPOCH if error == ErrorCode.none and index != -3 else -1,
                 )
             )
         topics.append(build(m.ListOffsetsTopicResponse, name=name, partitions=tuple(partitions)))

@@ -10,6 +10,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from lakelog import metrics
 from lakelog.api.context import RequestContext, build
@@ -28,6 +29,11 @@ from lakelog.zones import client_zone, count_bytes
 log = logging.getLogger(__name__)
 
 PRODUCE_KEY = 0
+TOPIC_ID_VERSION = 13
+"""Produce v13 names topics by id (KIP-516). v11 may answer TRANSACTION_ABORTABLE (never
+needed here) and v12 marks transaction version 2 (KIP-890), which clients use only when
+ApiVersions finalizes the `transaction.version` feature at 2; Lakelog does not, so
+transactional producers keep adding partitions with AddPartitionsToTxn."""
 
 
 @dataclass
@@ -45,6 +51,8 @@ class _PartitionOutcome:
 @dataclass
 class _TopicOutcome:
     name: str
+    topic_id: UUID | None
+    """Set from Produce v13, which names topics by id (KIP-516) and answers with it."""
     partitions: list[_PartitionOutcome] = field(default_factory=list)
 
 
@@ -75,10 +83,18 @@ async def _validate(
     outcomes = []
     acks_ok = request.acks in (0, 1, -1)
     zone = client_zone(ctx.client_id)
+    by_id = ctx.api_version >= TOPIC_ID_VERSION
     for topic_data in request.topic_data or ():
-        topic = await ctx.broker.topics.get(topic_data.name)
+        if by_id:
+            topic_id = topic_data.topic_id
+            topic = await ctx.broker.topics.get_by_id(topic_id) if topic_id else None
+            outcome = _TopicOutcome(topic.name if topic else "", topic_id)
+            unknown = ErrorCode.unknown_topic_id
+        else:
+            topic = await ctx.broker.topics.get(topic_data.name)
+            outcome = _TopicOutcome(topic_data.name, None)
+            unknown = ErrorCode.unknown_topic_or_partition
         config = effective(topic, ctx.broker.settings) if topic else None
-        outcome = _TopicOutcome(topic_data.name)
         outcomes.append(outcome)
         for part in topic_data.partition_data or ():
             result = _PartitionOutcome(part.index)
@@ -86,7 +102,10 @@ async def _validate(
             if not acks_ok:
                 result.error = ErrorCode.invalid_required_acks
                 continue
-            if topic is None or config is None or not 0 <= part.index < topic.num_partitions:
+            if topic is None or config is None:
+                result.error = unknown
+                continue
+            if not 0 <= part.index < topic.num_partitions:
                 result.error = ErrorCode.unknown_topic_or_partition
                 continue
             if await ctx.broker.mirrors.read_only(topic.topic_id):
@@ -195,7 +214,7 @@ def _count_rejected(appends: list[AppendRequest], results: Sequence[CommitBatchR
             metrics.txn_rejected_batches_total.labels(error=result.error.name).inc()
 
 
-@handles(PRODUCE_KEY, 3, 10)
+@handles(PRODUCE_KEY, 3, 13)
 async def produce(ctx: RequestContext, request: Any) -> Any:
     jitter_ms = ctx.broker.settings.fault_produce_jitter_ms
     if jitter_ms:
@@ -241,6 +260,11 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         topics.append(
-            build(m.TopicProduceResponse, name=outcome.name, partition_responses=tuple(partitions))
+            build(
+                m.TopicProduceResponse,
+                name=outcome.name,
+                topic_id=outcome.topic_id,
+                partition_responses=tuple(partitions),
+            )
         )
     return build(m.ProduceResponse, responses=tuple(topics), throttle_time=datetime.timedelta(0))

@@ -1,6 +1,8 @@
 """Fetch responses encoded by hand as a list of buffers, so batch bytes are never copied.
 
-Covers Fetch v4-v12 (v12 is the first flexible version; v13 names topics by id).
+Covers Fetch v4-v17: v12 is the first flexible version, v13 names topics by id (KIP-516).
+v16's tagged fields (the current leader and node endpoints, sent with NOT_LEADER errors)
+are never needed here: any broker serves any partition.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from lakelog.protocol.varint import write_uvarint
 
@@ -43,12 +46,13 @@ def _array_len(count: int, flexible: bool) -> bytes:
 
 def encode_fetch_response(
     version: int,
-    topics: Sequence[tuple[str, Sequence[PartitionData]]],
+    topics: Sequence[tuple[str | UUID, Sequence[PartitionData]]],
     *,
     error: int = 0,
     session_id: int = 0,
 ) -> list[Buffer]:
-    """The response body (no size prefix or header) for Fetch `version` (4..12)."""
+    """The response body (no size prefix or header) for Fetch `version` (4..17); topics
+    are named by name before v13 and by id (a UUID) from v13."""
     flexible = version >= 12
     head = bytearray(_INT32.pack(0))  # throttle_time_ms
     if version >= 7:
@@ -56,7 +60,7 @@ def encode_fetch_response(
     head += _array_len(len(topics), flexible)
     parts: list[Buffer] = [head]
     for name, partitions in topics:
-        out = bytearray(_string(name, flexible))
+        out = bytearray(name.bytes if isinstance(name, UUID) else _string(name, flexible))
         out += _array_len(len(partitions), flexible)
         for p in partitions:
             out += _PARTITION_HEAD.pack(p.index, p.error, p.high_watermark, p.last_stable_offset)

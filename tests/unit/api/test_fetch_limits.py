@@ -156,7 +156,7 @@ def fetch(
             )
         ],
     )
-    ctx = cast(Any, SimpleNamespace(broker=broker))
+    ctx = cast(Any, SimpleNamespace(broker=broker, api_version=12))
     topics, total, errored = asyncio.run(_read_once(ctx, request, max_bytes))
     assert not errored
     parts = {d.index: d for d in topics[0][1]}
