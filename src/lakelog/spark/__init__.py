@@ -33,18 +33,37 @@ def register(spark: SparkSession) -> None:
 
 
 def warm_up(spark: SparkSession, *, background: bool = False) -> threading.Thread | None:
-    """Read a tiny built-in data source once, one partition per core, so that Spark
-    starts the Python processes `format("lakelog")` reads run in (its planner and its
-    readers, kept for reuse) and they import lakelog: on a fresh local[2] session that
-    start-up is most of the first read's time (several seconds), and it is the same
-    whatever is read. Blocks until done, or with `background=True` runs on a daemon
-    thread (returned) so the caller can do other work meanwhile; a failed background
-    warm-up only means the first read pays the start-up itself."""
+    """Start Spark's Python workers now, so the first read or pipeline job does not pay.
+
+    On a fresh local[2] session most of the first `format("lakelog")` read (several
+    seconds) and ~2 s of the first pipeline job are Spark starting Python processes and
+    lakelog being imported in them, whatever is read. Spark keeps two pools of reusable
+    Python workers, one for data sources and one for RDD jobs (the pipeline's tasks): this
+    reads a tiny built-in data source (lakelog_warm_up, one row per core) and runs one tiny
+    RDD job at the same time, both importing lakelog. Blocks until done, or with
+    `background=True` runs on a daemon thread (returned) so the caller can do other work
+    meanwhile; a failed background warm-up only means the first job pays for start-up."""
     spark.dataSource.register(WarmUpSource)
-    partitions = str(max(spark.sparkContext.defaultParallelism, 1))
+    slots = max(spark.sparkContext.defaultParallelism, 1)
+
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        reader = spark.read.format(WarmUpSource.name()).option("partitions", str(slots))
+        try:
+            reader.load().collect()
+        except BaseException as exc:
+            failed.append(exc)
 
     def run() -> None:
-        spark.read.format(WarmUpSource.name()).option("partitions", partitions).load().collect()
+        reading = threading.Thread(target=read, name="lakelog-spark-warm-up-read", daemon=True)
+        reading.start()
+        try:
+            spark.sparkContext.parallelize(range(slots), slots).map(_import_pipeline).collect()
+        finally:
+            reading.join()
+        if failed:
+            raise failed[0]
 
     if not background:
         run()
@@ -57,3 +76,11 @@ def warm_up(spark: SparkSession, *, background: bool = False) -> threading.Threa
     thread = threading.Thread(target=run_quietly, name="lakelog-spark-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def _import_pipeline(item: int) -> int:
+    """Executor side of the RDD warm-up: load what the pipeline's tasks use."""
+    import lakelog.pipeline.export
+    import lakelog.pipeline.merge  # noqa: F401
+
+    return item
