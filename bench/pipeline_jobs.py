@@ -6,7 +6,8 @@ The store is filled without a broker, so the bench measures only the jobs: `--ob
 (default 2000) WAL objects, each holding one batch of `--records` (default 10) records of
 `--record-bytes` (400) bytes for each of `--partitions` (8) partitions, committed with the
 coordinator's `commit_file`, plus `--orphans` (1000) uploaded WAL objects nobody committed.
-Grace periods are 0. Spark (`--master`, default local[2]) is started before any timing.
+Grace periods are 0. Spark (`--master`, default local[2]) is started before any timing;
+its Python workers too with `--warm-up` (else merge, the first job, pays their start-up).
 
 1. merge: reads every live batch, writes one segment object per partition (joined rows),
    swaps coordinates. objects/s counts source objects; MiB/s the bytes rewritten.
@@ -123,6 +124,11 @@ def main() -> int:
     parser.add_argument("--storage-url")
     parser.add_argument("--coordinator-url")
     parser.add_argument("--json")
+    parser.add_argument(
+        "--warm-up",
+        action="store_true",
+        help="start Spark's Python workers (lakelog.spark.warm_up) before timing merge",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="lakelog-pipeline-bench."))
     try:
@@ -137,6 +143,12 @@ def main() -> int:
         log(f"filling: {args.objects} objects + {args.orphans} orphans")
         committed = asyncio.run(fill(settings, args))
         spark = spark_session(args.master)
+        if args.warm_up:
+            from lakelog.spark import warm_up
+
+            started = time.perf_counter()
+            warm_up(spark)
+            log(f"warm-up: {time.perf_counter() - started:.1f} s")
         rows: list[dict[str, Any]] = []
         for name, job in (("merge", run_merge), ("gc", run_gc)):
             log(f"running {name}")

@@ -103,8 +103,9 @@ def test_offset_window_and_gaps() -> None:
     columns = RecordColumns()
     added = columns.add_batch(batch, base_offset=100, min_offset=104, end_offset=112)
     assert added == 2
-    assert columns.offsets == [106, 109]
-    assert columns.keys == [RECORDS[2][0], RECORDS[3][0]]
+    arrow = columns.to_arrow()
+    assert arrow.column("offset").to_pylist() == [106, 109]
+    assert arrow.column("key").to_pylist() == [RECORDS[2][0], RECORDS[3][0]]
 
 
 def test_log_append_time_from_the_coordinator_overrides_client_times() -> None:

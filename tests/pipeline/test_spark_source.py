@@ -253,3 +253,19 @@ def test_stream_restart_from_checkpoint_is_exactly_once(
     assert len(keys) == len(set(keys)) == len(first) + len(second)
     values = sorted(bytes(r["value"]) for r in rows if r["value"] is not None)
     assert values == sorted(r.value for r in first + second if r.value is not None)
+
+
+def test_warm_up_starts_workers_and_reads_still_work(
+    spark: SparkSession, log_data: LogData
+) -> None:
+    from lakelog.spark import warm_up
+
+    assert warm_up(spark) is None
+    thread = warm_up(spark, background=True)
+    assert thread is not None
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    n = spark.read.format("lakelog_warm_up").option("partitions", "3").load().count()
+    assert n == 3
+    df = _read(spark, log_data, subscribe=log_data.codecs_topic)
+    assert spark_rows(df.collect()) == log_data.codecs_rows

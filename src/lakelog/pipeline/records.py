@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import crc32c
+import numpy as np
 import pyarrow as pa
 
 from lakelog.protocol.record_reader import decompress
@@ -118,21 +119,42 @@ def _body(batch: bytes | memoryview, verify_crc: bool) -> tuple[bytes, int, int,
     )
 
 
-class RecordColumns:
-    """Records of many batches, gathered column by column for one Arrow record batch."""
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """What `to_arrow` needs of one added batch besides its records' positions."""
 
-    __slots__ = ("headers", "keys", "offsets", "timestamp_types", "timestamps", "values")
+    count: int
+    base_offset: int
+    base_timestamp: int
+    ts_type: int
+    log_append_time: int
+    min_offset: int
+    end_offset: int
+
+
+class RecordColumns:
+    """Records of many batches, gathered for one Arrow record batch.
+
+    `add_batch` only walks each batch's record lengths in Python (the one field that says
+    where the next record starts); `to_arrow` decodes every other field of every record of
+    every batch at once with numpy and points Arrow binary views into the decompressed
+    bodies, so no Python object is made per record, key or value."""
+
+    __slots__ = ("_batches", "_bodies", "_ends", "_kept", "_size", "_starts")
 
     def __init__(self) -> None:
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.timestamp_types: list[int] = []
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.headers: list[list[tuple[str, bytes | None]]] = []
+        self._bodies: list[bytes] = []
+        self._size = 0
+        """Bytes in `_bodies`: where the next body starts in their concatenation."""
+        self._starts: list[int] = []
+        """Per record: where it starts after its length, in the concatenated bodies."""
+        self._ends: list[int] = []
+        """Per record: where it ends, in the concatenated bodies."""
+        self._batches: list[_Batch] = []
+        self._kept = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._kept
 
     def add_batch(
         self,
@@ -149,11 +171,13 @@ class RecordColumns:
 
         `base_offset`: the offset the coordinator assigned (default: the stored header's).
         `log_append_time` >= 0: the batch is LogAppendTime and every record takes that time.
-        Raises RecordDecodeError on corrupt input (and on a CRC mismatch if `verify_crc`).
+        Raises RecordDecodeError on corrupt input (and on a CRC mismatch if `verify_crc`);
+        `to_arrow` checks the fields inside each record.
         """
         body, count, base_timestamp, _max_ts, attributes = _body(batch, verify_crc)
+        header = read_header(batch)
         if base_offset is None:
-            base_offset = read_header(batch).base_offset
+            base_offset = header.base_offset
         if log_append_time >= 0:
             ts_type = LOG_APPEND_TIME
         else:
@@ -161,95 +185,242 @@ class RecordColumns:
         if ts_type == LOG_APPEND_TIME and log_append_time < 0:
             log_append_time = _max_ts
         end = end_offset if end_offset is not None else 1 << 63
-        offsets, timestamps, keys, values, headers = (
-            self.offsets,
-            self.timestamps,
-            self.keys,
-            self.values,
-            self.headers,
-        )
-        added = 0
+        shift = self._size
+        starts: list[int] = []
+        ends: list[int] = []
         pos = 0
         size = len(body)
         try:
             for _ in range(count):
-                length, pos = _varint(body, pos)
+                # Lengths of records under 8 KiB take one or two bytes: inline those.
+                byte = body[pos]
+                if byte < 0x80:
+                    raw = byte
+                    pos += 1
+                else:
+                    second = body[pos + 1]
+                    if second < 0x80:
+                        raw = (byte & 0x7F) | (second << 7)
+                        pos += 2
+                    else:
+                        raw = -1
+                if raw >= 0:
+                    length = (raw >> 1) ^ -(raw & 1)
+                else:
+                    length, pos = _varint(body, pos)
                 record_end = pos + length
                 if length < 0 or record_end > size:
                     raise RecordDecodeError("record length out of bounds")
-                pos += 1  # attributes: unused in v2
-                ts_delta, pos = _varint(body, pos)
-                offset_delta, pos = _varint(body, pos)
-                offset = base_offset + offset_delta
-                if offset < min_offset or offset >= end:
-                    pos = record_end
-                    continue
-                key_len, pos = _varint(body, pos)
-                if key_len < 0:
-                    key = None
-                else:
-                    key = body[pos : pos + key_len]
-                    pos += key_len
-                value_len, pos = _varint(body, pos)
-                if value_len < 0:
-                    value = None
-                else:
-                    value = body[pos : pos + value_len]
-                    pos += value_len
-                header_count, pos = _varint(body, pos)
-                record_headers: list[tuple[str, bytes | None]] = []
-                for _h in range(header_count):
-                    name_len, pos = _varint(body, pos)
-                    if name_len < 0:
-                        raise RecordDecodeError("null header key")
-                    name = body[pos : pos + name_len].decode("utf-8", "replace")
-                    pos += name_len
-                    hvalue_len, pos = _varint(body, pos)
-                    if hvalue_len < 0:
-                        hvalue = None
-                    else:
-                        hvalue = body[pos : pos + hvalue_len]
-                        pos += hvalue_len
-                    record_headers.append((name, hvalue))
-                if pos != record_end:
-                    raise RecordDecodeError("record fields do not fill the record length")
-                offsets.append(offset)
-                timestamps.append(
-                    log_append_time if ts_type == LOG_APPEND_TIME else base_timestamp + ts_delta
-                )
-                keys.append(key)
-                values.append(value)
-                headers.append(record_headers)
-                added += 1
+                starts.append(shift + pos)
+                ends.append(shift + record_end)
+                pos = record_end
         except IndexError as exc:
             raise RecordDecodeError("records end before the batch's record count") from exc
-        self.timestamp_types.extend([ts_type] * added)
+        if count == 0:
+            return 0
+        if min_offset <= base_offset and base_offset + header.last_offset_delta < end:
+            added = count  # the whole batch is inside the window
+        else:
+            # A batch across the window's edge: decode its offsets now to count.
+            deltas, _ts, _pos = _offsets_and_times(
+                np.frombuffer(body + bytes(_PAD), dtype=np.uint8),
+                np.array(starts, dtype=np.int64) - shift,
+                np.array(ends, dtype=np.int64) - shift,
+            )
+            offsets = deltas + base_offset
+            inside = (offsets >= min_offset) & (offsets < min(end, _MAX_OFFSET))
+            added = int(np.count_nonzero(inside))
+            if not added:
+                return 0
+        self._starts.extend(starts)
+        self._ends.extend(ends)
+        self._bodies.append(body)
+        self._size += size
+        self._batches.append(
+            _Batch(count, base_offset, base_timestamp, ts_type, log_append_time, min_offset, end)
+        )
+        self._kept += added
         return added
 
     def to_arrow(self) -> pa.RecordBatch:
-        """The gathered records as one Arrow record batch with `RECORD_SCHEMA`."""
+        """The gathered records as one Arrow record batch with `RECORD_SCHEMA`.
+
+        Raises RecordDecodeError if a record's fields do not fit in it."""
+        # Padding: a varint of the last record read past its end stops at a zero.
+        joined = b"".join([*self._bodies, bytes(_PAD)])
+        data = pa.py_buffer(joined)
+        buf = np.frombuffer(joined, dtype=np.uint8)
+        ends = np.array(self._ends, dtype=np.int64)
+        offset_delta, ts_delta, pos = _offsets_and_times(
+            buf, np.array(self._starts, dtype=np.int64), ends
+        )
+        batches = self._batches
+        counts = np.array([b.count for b in batches], dtype=np.int64)
+
+        def per_record(values: list[int]) -> np.ndarray:
+            return np.repeat(np.array(values, dtype=np.int64), counts)
+
+        offsets = per_record([b.base_offset for b in batches]) + offset_delta
+        keep = (offsets >= per_record([b.min_offset for b in batches])) & (
+            offsets < per_record([min(b.end_offset, _MAX_OFFSET) for b in batches])
+        )
+        ts_types = per_record([b.ts_type for b in batches])
+        timestamps = np.where(
+            ts_types == LOG_APPEND_TIME,
+            per_record([b.log_append_time for b in batches]),
+            per_record([b.base_timestamp for b in batches]) + ts_delta,
+        )
+        if not keep.all():
+            offsets, timestamps, ts_types, pos, ends = (
+                a[keep] for a in (offsets, timestamps, ts_types, pos, ends)
+            )
+        n = len(offsets)
+        key_len, pos = _varints(buf, pos)
+        key_start = pos
+        pos = _within(pos + np.maximum(key_len, 0), ends)
+        value_len, pos = _varints(buf, pos)
+        value_start = pos
+        pos = _within(pos + np.maximum(value_len, 0), ends)
+        header_count, pos = _varints(buf, pos)
+        _within(pos, ends)
+        plain = header_count <= 0
+        if not np.array_equal(pos[plain], ends[plain]):
+            raise RecordDecodeError("record fields do not fill the record length")
         return pa.RecordBatch.from_arrays(
             [
-                pa.array(self.offsets, pa.int64()),
-                pa.array(self.timestamps, pa.int64()),
-                pa.array(self.timestamp_types, pa.int32()),
-                pa.array(self.keys, pa.binary()),
-                pa.array(self.values, pa.binary()),
-                pa.array(self.headers, HEADER_TYPE),
+                pa.array(offsets, pa.int64()),
+                pa.array(timestamps, pa.int64()),
+                pa.array(ts_types.astype(np.int32), pa.int32()),
+                _binary(buf, data, key_start, key_len),
+                _binary(buf, data, value_start, value_len),
+                _headers(joined, pos, ends, header_count, n),
             ],
             schema=RECORD_SCHEMA,
         )
 
     def records(self) -> Iterator[Record]:
-        for i, offset in enumerate(self.offsets):
+        rec = self.to_arrow()
+        columns = [rec.column(name).to_pylist() for name in RECORD_SCHEMA.names]
+        for offset, timestamp, ts_type, key, value, headers in zip(*columns, strict=True):
             yield Record(
                 offset,
-                self.timestamps[i],
-                self.timestamp_types[i],
-                self.keys[i],
-                self.values[i],
-                tuple(self.headers[i]),
+                timestamp,
+                ts_type,
+                key,
+                value,
+                tuple((h["key"], h["value"]) for h in headers),
             )
+
+
+_PAD = 16
+_INLINE = 12
+"""Binary views hold values of up to 12 bytes inline, longer ones by buffer offset."""
+_MAX_OFFSET = (1 << 63) - 1
+
+
+def _offsets_and_times(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each record's offset delta and timestamp delta, and where its key length starts.
+    `starts`: where each record starts after its length (at its attributes byte)."""
+    ts_delta, pos = _varints(buf, _within(starts + 1, ends))  # attributes: unused in v2
+    _within(pos, ends)
+    offset_delta, pos = _varints(buf, pos)
+    return offset_delta, ts_delta, _within(pos, ends)
+
+
+def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The zig-zag varints at `pos`, decoded together, and the positions after them."""
+    byte = buf[pos].astype(np.uint64)
+    raw = byte & 0x7F
+    pos = pos + 1
+    more = np.flatnonzero(byte >= 0x80)
+    shift = 7
+    while more.size:
+        if shift > 63:
+            raise RecordDecodeError("varint longer than 10 bytes")
+        at = pos[more]
+        if at.max() >= len(buf):
+            raise RecordDecodeError("records end before the batch's record count")
+        byte = buf[at].astype(np.uint64)
+        raw[more] |= (byte & 0x7F) << np.uint64(shift)
+        pos[more] = at + 1
+        more = more[byte >= 0x80]
+        shift += 7
+    value = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
+    return value, pos
+
+
+def _within(pos: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    if np.any(pos > ends):
+        raise RecordDecodeError("record fields do not fill the record length")
+    return pos
+
+
+def _binary(buf: np.ndarray, data: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """Binary values `data[start:start+length]` (null where length < 0): binary views built
+    with numpy, then one Arrow cast to plain binary (what Spark and Parquet take)."""
+    n = len(starts)
+    valid = lengths >= 0
+    lens = np.where(valid, lengths, 0).astype(np.int32)
+    views = np.zeros((n, 4), dtype=np.int32)
+    views[:, 0] = lens
+    short = np.flatnonzero(lens <= _INLINE)
+    if short.size:
+        inline = buf[starts[short, None] + np.arange(_INLINE)]
+        inline[np.arange(_INLINE) >= lens[short, None]] = 0
+        views[short, 1:] = inline.view(np.int32)
+    long = np.flatnonzero(lens > _INLINE)
+    if long.size:
+        at = starts[long]
+        views[long, 1] = buf[at[:, None] + np.arange(4)].view(np.int32)[:, 0]
+        views[long, 3] = at
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    array = pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), data])
+    return array.cast(pa.binary())
+
+
+def _headers(
+    body: bytes, pos: np.ndarray, ends: np.ndarray, counts: np.ndarray, n: int
+) -> pa.Array:
+    """The headers column; records with headers are rare, so they are decoded in Python."""
+    with_headers = np.flatnonzero(counts > 0)
+    if not with_headers.size:
+        return pa.ListArray.from_arrays(
+            pa.array(np.zeros(n + 1, dtype=np.int32)),
+            pa.array([], HEADER_TYPE.value_type),
+            type=HEADER_TYPE,
+        )
+    sizes = np.zeros(n, dtype=np.int32)
+    names: list[str] = []
+    values: list[bytes | None] = []
+    try:
+        for i in with_headers.tolist():
+            at = int(pos[i])
+            for _h in range(int(counts[i])):
+                name_len, at = _varint(body, at)
+                if name_len < 0:
+                    raise RecordDecodeError("null header key")
+                names.append(body[at : at + name_len].decode("utf-8", "replace"))
+                at += name_len
+                value_len, at = _varint(body, at)
+                if value_len < 0:
+                    values.append(None)
+                else:
+                    values.append(body[at : at + value_len])
+                    at += value_len
+            if at != ends[i]:
+                raise RecordDecodeError("record fields do not fill the record length")
+            sizes[i] = counts[i]
+    except IndexError as exc:
+        raise RecordDecodeError("records end before the batch's record count") from exc
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    entries = pa.StructArray.from_arrays(
+        [pa.array(names, pa.string()), pa.array(values, pa.binary())],
+        fields=list(HEADER_TYPE.value_type),
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets), entries, type=HEADER_TYPE)
 
 
 def decode_batch(

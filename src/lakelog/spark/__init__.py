@@ -9,21 +9,78 @@
 
 Options and columns follow Spark's Kafka source (see `lakelog.spark.options`); the same
 works with `spark.readStream`. `register` makes the short name "lakelog" known to the
-session; `spark.dataSource.register(LakelogDataSource)` is the same thing.
+session; `spark.dataSource.register(LakelogDataSource)` is the same thing. `warm_up`
+starts Spark's Python workers for the source ahead of the first read.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import TYPE_CHECKING
 
-from lakelog.spark.source import SCHEMA, LakelogDataSource
+from lakelog.spark.source import SCHEMA, LakelogDataSource, WarmUpSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SCHEMA", "LakelogDataSource", "register"]
+__all__ = ["SCHEMA", "LakelogDataSource", "register", "warm_up"]
 
 
 def register(spark: SparkSession) -> None:
     """Make `format("lakelog")` available in this session (readers and streams)."""
     spark.dataSource.register(LakelogDataSource)
+
+
+def warm_up(spark: SparkSession, *, background: bool = False) -> threading.Thread | None:
+    """Start Spark's Python workers now, so the first read or pipeline job does not pay.
+
+    On a fresh local[2] session most of the first `format("lakelog")` read (several
+    seconds) and ~2 s of the first pipeline job are Spark starting Python processes and
+    lakelog being imported in them, whatever is read. Spark keeps two pools of reusable
+    Python workers, one for data sources and one for RDD jobs (the pipeline's tasks): this
+    reads a tiny built-in data source (lakelog_warm_up, one row per core) and runs one tiny
+    RDD job at the same time, both importing lakelog. Blocks until done, or with
+    `background=True` runs on a daemon thread (returned) so the caller can do other work
+    meanwhile; a failed background warm-up only means the first job pays for start-up."""
+    spark.dataSource.register(WarmUpSource)
+    slots = max(spark.sparkContext.defaultParallelism, 1)
+
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        reader = spark.read.format(WarmUpSource.name()).option("partitions", str(slots))
+        try:
+            reader.load().collect()
+        except BaseException as exc:
+            failed.append(exc)
+
+    def run() -> None:
+        reading = threading.Thread(target=read, name="lakelog-spark-warm-up-read", daemon=True)
+        reading.start()
+        try:
+            spark.sparkContext.parallelize(range(slots), slots).map(_import_pipeline).collect()
+        finally:
+            reading.join()
+        if failed:
+            raise failed[0]
+
+    if not background:
+        run()
+        return None
+
+    def run_quietly() -> None:
+        with contextlib.suppress(Exception):  # a warm-up must never break the caller
+            run()
+
+    thread = threading.Thread(target=run_quietly, name="lakelog-spark-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_pipeline(item: int) -> int:
+    """Executor side of the RDD warm-up: load what the pipeline's tasks use."""
+    import lakelog.pipeline.export
+    import lakelog.pipeline.merge  # noqa: F401
+
+    return item

@@ -48,7 +48,7 @@ from lakelog.spark.range_reader import (
     to_spark_arrow,
 )
 
-__all__ = ["SCHEMA", "LakelogDataSource", "RangePartition"]
+__all__ = ["SCHEMA", "LakelogDataSource", "RangePartition", "WarmUpSource"]
 
 SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -258,3 +258,36 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- reading (executors)
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
+
+
+class _WarmUpPartition(InputPartition):
+    pass
+
+
+class WarmUpSource(DataSource):
+    """format("lakelog_warm_up"): one row per partition and no data access.
+
+    Reading it makes Spark start the Python processes a `format("lakelog")` read uses
+    (the planner and the readers) and makes them import this module, so the first real
+    read does not pay for that (see `lakelog.spark.warm_up`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lakelog_warm_up"
+
+    def schema(self) -> str:
+        return "n int"
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _WarmUpReader(int(self.options.get("partitions", "1")))
+
+
+class _WarmUpReader(DataSourceReader):
+    def __init__(self, partitions: int) -> None:
+        self.count = partitions
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [_WarmUpPartition(i) for i in range(self.count)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
+        yield (1,)

@@ -1,0 +1,255 @@
+"""The pipeline's per-record Python decoder as it was before the numpy decoder (issue 15),
+kept as the reference the property tests compare `lakelog.pipeline.records` with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import crc32c
+import pyarrow as pa
+
+from lakelog.protocol.record_reader import decompress
+from lakelog.protocol.records import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    InvalidBatch,
+    read_header,
+)
+
+__all__ = [
+    "HEADER_TYPE",
+    "RECORD_SCHEMA",
+    "Record",
+    "RecordColumns",
+    "RecordDecodeError",
+    "decode_batch",
+]
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+"""Kafka record headers as Spark's Kafka source types them: array<struct<key, value>>."""
+
+RECORD_SCHEMA = pa.schema(
+    [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.int64(), nullable=False),
+        pa.field("timestampType", pa.int32(), nullable=False),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", HEADER_TYPE),
+    ]
+)
+"""What `RecordColumns.to_arrow` returns: timestamps in ms since the epoch, as on the wire."""
+
+
+class RecordDecodeError(ValueError):
+    """The batch bytes are not a well-formed, intact v2 record batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    """ms since the epoch (the append time on LogAppendTime topics)."""
+    timestamp_type: int
+    """0 CreateTime, 1 LogAppendTime."""
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zig-zag varint; IndexError past the end (callers turn it into RecordDecodeError)."""
+    byte = buf[pos]
+    pos += 1
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), pos
+    raw = byte & 0x7F
+    shift = 7
+    while True:
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise RecordDecodeError("varint longer than 10 bytes")
+
+
+def _body(batch: bytes | memoryview, verify_crc: bool) -> tuple[bytes, int, int, int, int]:
+    """(decompressed records, records count, base timestamp, max timestamp, attributes)."""
+    if len(batch) < HEADER_SIZE:
+        raise RecordDecodeError(f"batch of {len(batch)} bytes is shorter than its header")
+    header = read_header(batch)
+    if header.magic != 2:
+        raise RecordDecodeError(f"magic {header.magic} batches are not supported")
+    if header.size != len(batch):
+        raise RecordDecodeError(f"batch length {header.size} but {len(batch)} bytes stored")
+    if verify_crc and crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
+        raise RecordDecodeError("CRC mismatch")
+    try:
+        body = decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:]))
+    except (ValueError, InvalidBatch) as exc:
+        raise RecordDecodeError(f"cannot decompress: {exc}") from exc
+    except Exception as exc:  # cramjam raises its own error types
+        raise RecordDecodeError(f"cannot decompress: {exc}") from exc
+    return (
+        body,
+        header.records_count,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.attributes,
+    )
+
+
+class RecordColumns:
+    """Records of many batches, gathered column by column for one Arrow record batch."""
+
+    __slots__ = ("headers", "keys", "offsets", "timestamp_types", "timestamps", "values")
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.timestamp_types: list[int] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.headers: list[list[tuple[str, bytes | None]]] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add_batch(
+        self,
+        batch: bytes | memoryview,
+        *,
+        base_offset: int | None = None,
+        log_append_time: int = -1,
+        min_offset: int = 0,
+        end_offset: int | None = None,
+        verify_crc: bool = True,
+    ) -> int:
+        """Append the batch's records with offsets in [min_offset, end_offset); returns how
+        many were appended.
+
+        `base_offset`: the offset the coordinator assigned (default: the stored header's).
+        `log_append_time` >= 0: the batch is LogAppendTime and every record takes that time.
+        Raises RecordDecodeError on corrupt input (and on a CRC mismatch if `verify_crc`).
+        """
+        body, count, base_timestamp, _max_ts, attributes = _body(batch, verify_crc)
+        if base_offset is None:
+            base_offset = read_header(batch).base_offset
+        if log_append_time >= 0:
+            ts_type = LOG_APPEND_TIME
+        else:
+            ts_type = LOG_APPEND_TIME if attributes & 0x08 else CREATE_TIME
+        if ts_type == LOG_APPEND_TIME and log_append_time < 0:
+            log_append_time = _max_ts
+        end = end_offset if end_offset is not None else 1 << 63
+        offsets, timestamps, keys, values, headers = (
+            self.offsets,
+            self.timestamps,
+            self.keys,
+            self.values,
+            self.headers,
+        )
+        added = 0
+        pos = 0
+        size = len(body)
+        try:
+            for _ in range(count):
+                length, pos = _varint(body, pos)
+                record_end = pos + length
+                if length < 0 or record_end > size:
+                    raise RecordDecodeError("record length out of bounds")
+                pos += 1  # attributes: unused in v2
+                ts_delta, pos = _varint(body, pos)
+                offset_delta, pos = _varint(body, pos)
+                offset = base_offset + offset_delta
+                if offset < min_offset or offset >= end:
+                    pos = record_end
+                    continue
+                key_len, pos = _varint(body, pos)
+                if key_len < 0:
+                    key = None
+                else:
+                    key = body[pos : pos + key_len]
+                    pos += key_len
+                value_len, pos = _varint(body, pos)
+                if value_len < 0:
+                    value = None
+                else:
+                    value = body[pos : pos + value_len]
+                    pos += value_len
+                header_count, pos = _varint(body, pos)
+                record_headers: list[tuple[str, bytes | None]] = []
+                for _h in range(header_count):
+                    name_len, pos = _varint(body, pos)
+                    if name_len < 0:
+                        raise RecordDecodeError("null header key")
+                    name = body[pos : pos + name_len].decode("utf-8", "replace")
+                    pos += name_len
+                    hvalue_len, pos = _varint(body, pos)
+                    if hvalue_len < 0:
+                        hvalue = None
+                    else:
+                        hvalue = body[pos : pos + hvalue_len]
+                        pos += hvalue_len
+                    record_headers.append((name, hvalue))
+                if pos != record_end:
+                    raise RecordDecodeError("record fields do not fill the record length")
+                offsets.append(offset)
+                timestamps.append(
+                    log_append_time if ts_type == LOG_APPEND_TIME else base_timestamp + ts_delta
+                )
+                keys.append(key)
+                values.append(value)
+                headers.append(record_headers)
+                added += 1
+        except IndexError as exc:
+            raise RecordDecodeError("records end before the batch's record count") from exc
+        self.timestamp_types.extend([ts_type] * added)
+        return added
+
+    def to_arrow(self) -> pa.RecordBatch:
+        """The gathered records as one Arrow record batch with `RECORD_SCHEMA`."""
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(self.offsets, pa.int64()),
+                pa.array(self.timestamps, pa.int64()),
+                pa.array(self.timestamp_types, pa.int32()),
+                pa.array(self.keys, pa.binary()),
+                pa.array(self.values, pa.binary()),
+                pa.array(self.headers, HEADER_TYPE),
+            ],
+            schema=RECORD_SCHEMA,
+        )
+
+    def records(self) -> Iterator[Record]:
+        for i, offset in enumerate(self.offsets):
+            yield Record(
+                offset,
+                self.timestamps[i],
+                self.timestamp_types[i],
+                self.keys[i],
+                self.values[i],
+                tuple(self.headers[i]),
+            )
+
+
+def decode_batch(
+    batch: bytes | memoryview,
+    *,
+    base_offset: int | None = None,
+    log_append_time: int = -1,
+    verify_crc: bool = True,
+) -> list[Record]:
+    """Every record of one v2 batch (see `RecordColumns.add_batch` for the arguments)."""
+    columns = RecordColumns()
+    columns.add_batch(
+        batch, base_offset=base_offset, log_append_time=log_append_time, verify_crc=verify_crc
+    )
+    return list(columns.records())
