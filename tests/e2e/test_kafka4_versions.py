@@ -184,38 +184,21 @@ def test_list_offsets_latest_tiered_is_minus_one(
     with WireClient(shared_broker.port) as c:
         for version, expected in ((10, (0, -1)), (9, (0, -1)), (8, (42, -1))):
             m = request_class(2, version)
-            request = (
-                m.ListOffsetsRequest(
-                    replica_id=m.BrokerId(-1),
-                    isolation_level=m.i8(0),
-                    topics=(
-                        m.ListOffsetsTopic(
-                            name=m.TopicName(topic_name),
-                            partitions=(
-                                m.ListOffsetsPartition(
-                                    partition_index=m.i32(0), timestamp=m.i64(-5)
-                                ),
-                            ),
+            fields: dict[str, Any] = {
+                "replica_id": m.BrokerId(-1),
+                "isolation_level": m.i8(0),
+                "topics": (
+                    m.ListOffsetsTopic(
+                        name=m.TopicName(topic_name),
+                        partitions=(
+                            m.ListOffsetsPartition(partition_index=m.i32(0), timestamp=m.i64(-5)),
                         ),
                     ),
-                    timeout=datetime.timedelta(seconds=5),
-                )
-                if version >= 10
-                else m.ListOffsetsRequest(
-                    replica_id=m.BrokerId(-1),
-                    isolation_level=m.i8(0),
-                    topics=(
-                        m.ListOffsetsTopic(
-                            name=m.TopicName(topic_name),
-                            partitions=(
-                                m.ListOffsetsPartition(
-                                    partition_index=m.i32(0), timestamp=m.i64(-5)
-                                ),
-                            ),
-                        ),
-                    ),
-                )
-            )
+                ),
+            }
+            if version >= 10:
+                fields["timeout"] = datetime.timedelta(seconds=5)
+            request = m.ListOffsetsRequest(**fields)
             response = c.request(2, version, request)
             (p,) = response.topics[0].partitions
             assert (p.error_code, p.offset) == expected, version

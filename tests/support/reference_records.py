@@ -4,106 +4,22 @@ kept as the reference the property tests compare `lakelog.pipeline.records` with
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-import crc32c
 import pyarrow as pa
 
-from lakelog.protocol.record_reader import decompress
-from lakelog.protocol.records import (
-    ATTRIBUTES_OFFSET,
-    HEADER_SIZE,
-    InvalidBatch,
-    read_header,
+from lakelog.pipeline.records import (
+    CREATE_TIME,
+    HEADER_TYPE,
+    LOG_APPEND_TIME,
+    RECORD_SCHEMA,
+    Record,
+    RecordDecodeError,
+    _body,
+    _varint,
 )
+from lakelog.protocol.records import read_header
 
-__all__ = [
-    "HEADER_TYPE",
-    "RECORD_SCHEMA",
-    "Record",
-    "RecordColumns",
-    "RecordDecodeError",
-    "decode_batch",
-]
-
-CREATE_TIME = 0
-LOG_APPEND_TIME = 1
-
-HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-"""Kafka record headers as Spark's Kafka source types them: array<struct<key, value>>."""
-
-RECORD_SCHEMA = pa.schema(
-    [
-        pa.field("offset", pa.int64(), nullable=False),
-        pa.field("timestamp", pa.int64(), nullable=False),
-        pa.field("timestampType", pa.int32(), nullable=False),
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("headers", HEADER_TYPE),
-    ]
-)
-"""What `RecordColumns.to_arrow` returns: timestamps in ms since the epoch, as on the wire."""
-
-
-class RecordDecodeError(ValueError):
-    """The batch bytes are not a well-formed, intact v2 record batch."""
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    offset: int
-    timestamp: int
-    """ms since the epoch (the append time on LogAppendTime topics)."""
-    timestamp_type: int
-    """0 CreateTime, 1 LogAppendTime."""
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint; IndexError past the end (callers turn it into RecordDecodeError)."""
-    byte = buf[pos]
-    pos += 1
-    if byte < 0x80:
-        return (byte >> 1) ^ -(byte & 1), pos
-    raw = byte & 0x7F
-    shift = 7
-    while True:
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordDecodeError("varint longer than 10 bytes")
-
-
-def _body(batch: bytes | memoryview, verify_crc: bool) -> tuple[bytes, int, int, int, int]:
-    """(decompressed records, records count, base timestamp, max timestamp, attributes)."""
-    if len(batch) < HEADER_SIZE:
-        raise RecordDecodeError(f"batch of {len(batch)} bytes is shorter than its header")
-    header = read_header(batch)
-    if header.magic != 2:
-        raise RecordDecodeError(f"magic {header.magic} batches are not supported")
-    if header.size != len(batch):
-        raise RecordDecodeError(f"batch length {header.size} but {len(batch)} bytes stored")
-    if verify_crc and crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
-        raise RecordDecodeError("CRC mismatch")
-    try:
-        body = decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:]))
-    except (ValueError, InvalidBatch) as exc:
-        raise RecordDecodeError(f"cannot decompress: {exc}") from exc
-    except Exception as exc:  # cramjam raises its own error types
-        raise RecordDecodeError(f"cannot decompress: {exc}") from exc
-    return (
-        body,
-        header.records_count,
-        header.base_timestamp,
-        header.max_timestamp,
-        header.attributes,
-    )
+__all__ = ["RecordColumns", "decode_batch"]
 
 
 class RecordColumns:

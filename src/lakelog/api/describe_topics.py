@@ -14,15 +14,15 @@ from typing import Any
 
 from lakelog.api.admin import TOPIC_AUTHORIZED_OPERATIONS
 from lakelog.api.context import RequestContext, build
+from lakelog.api.metadata import partition_entries
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import TopicInfo
 from lakelog.errors import ErrorCode
 from lakelog.topics import topic_name_error
-from lakelog.zones import client_zone, partition_broker
+from lakelog.zones import client_zone
 
 DESCRIBE_TOPIC_PARTITIONS_KEY = 75
 MAX_PARTITIONS_PER_PAGE = 2000
-LEADER_EPOCH = 0
 
 
 def _page_limit(asked: int) -> int:
@@ -90,20 +90,14 @@ async def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
             break
         last = min(topic.num_partitions, first + room)
         room -= last - first
-        partitions = tuple(
-            build(
-                m.DescribeTopicPartitionsResponsePartition,
-                error_code=ErrorCode.none,
-                partition_index=p,
-                leader_id=partition_broker(brokers, topic.topic_id, p),
-                leader_epoch=LEADER_EPOCH,
-                replica_nodes=broker_ids,
-                isr_nodes=broker_ids,
-                eligible_leader_replicas=(),
-                last_known_elr=(),
-                offline_replicas=(),
-            )
-            for p in range(first, last)
+        partitions = partition_entries(
+            m.DescribeTopicPartitionsResponsePartition,
+            brokers,
+            broker_ids,
+            topic.topic_id,
+            range(first, last),
+            eligible_leader_replicas=(),
+            last_known_elr=(),
         )
         topics.append(
             build(

@@ -16,6 +16,7 @@ import io
 import logging
 import struct
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -29,7 +30,7 @@ from lakelog.api.context import RequestContext, build
 from lakelog.api.encoded import compact_length, encode_entity
 from lakelog.api.raw import RawResponse
 from lakelog.api.registry import handles
-from lakelog.coordinator.interface import CreateTopicRequest, TopicInfo
+from lakelog.coordinator.interface import BrokerInfo, CreateTopicRequest, TopicInfo
 from lakelog.errors import ErrorCode
 from lakelog.outage import RateLimitedLog, is_outage
 from lakelog.protocol.frames import api_schema
@@ -144,6 +145,32 @@ def _requested_names(ctx: RequestContext, request: Any) -> list[str | None] | No
     return [t.name for t in request.topics]
 
 
+def partition_entries(
+    cls: type,
+    brokers: Sequence[BrokerInfo],
+    broker_ids: tuple[int, ...],
+    topic_id: UUID,
+    indexes: range,
+    **extra: Any,
+) -> tuple[Any, ...]:
+    """A topic's partitions as Metadata and DescribeTopicPartitions both describe them: the
+    computed leader, every live broker a replica and in sync, none offline."""
+    return tuple(
+        build(
+            cls,
+            error_code=ErrorCode.none,
+            partition_index=p,
+            leader_id=partition_broker(brokers, topic_id, p),
+            leader_epoch=LEADER_EPOCH,
+            replica_nodes=broker_ids,
+            isr_nodes=broker_ids,
+            offline_replicas=(),
+            **extra,
+        )
+        for p in indexes
+    )
+
+
 @handles(METADATA_KEY, 0, 13)
 async def metadata(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
@@ -206,18 +233,12 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
                 partitions=(),
                 topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
             )
-        partitions = tuple(
-            build(
-                m.MetadataResponsePartition,
-                error_code=ErrorCode.none,
-                partition_index=p,
-                leader_id=partition_broker(brokers, topic.topic_id, p),
-                leader_epoch=LEADER_EPOCH,
-                replica_nodes=broker_ids,
-                isr_nodes=broker_ids,
-                offline_replicas=(),
-            )
-            for p in range(topic.num_partitions)
+        partitions = partition_entries(
+            m.MetadataResponsePartition,
+            brokers,
+            broker_ids,
+            topic.topic_id,
+            range(topic.num_partitions),
         )
         return build(
             m.MetadataResponseTopic,
