@@ -206,10 +206,11 @@ class Settings(BaseSettings):
     progress if it holds at least the broker's byte rate divided by the budget, so at light
     load each request gets its own object at once (acknowledged after one upload and one
     commit). 0: seal on size and interval only (`produce_commit_interval_ms`)."""
-    produce_put_budget_halving_rate: int = 5 * MiB
+    produce_put_budget_halving_rate: int = 9 * MiB // 2
     """Bytes per second of produce at which the PUT budget is half of
     `produce_max_puts_per_second`; it keeps shrinking as load grows, so objects grow faster
-    than load and PUTs per GiB fall (about 190 at 50 MiB/s; full objects at full speed)."""
+    than load and PUTs per GiB fall (about 180 at 50 MiB/s; full objects at full speed).
+    Raise it to trade PUTs for latency at moderate load."""
     produce_max_sealed_buffers: int = 4
     produce_upload_retries: int = 3
     produce_commit_retry_ms: int = 25_000

@@ -99,7 +99,7 @@ class WalWriter:
         commit_retry_ms: int = 25_000,
         still_leads: Callable[[UUID, int, str | None], Awaitable[bool]] | None = None,
         max_puts_per_second: float = 0.0,
-        put_budget_halving_rate: float = 5 * 1024 * 1024,
+        put_budget_halving_rate: float = 4.5 * 1024 * 1024,
     ) -> None:
         self._storage = storage
         self._coordinator = coordinator
