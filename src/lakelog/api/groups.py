@@ -10,6 +10,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from lakelog.api.consumer_groups import (
+    commit_error,
+    consumer_group_of,
+    describe_as_classic,
+    fetch_error,
+)
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import OffsetCommit
@@ -73,6 +79,12 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
     config = groups.config
     if not config.min_session_timeout_ms <= session_ms <= config.max_session_timeout_ms:
         return answer(JoinResult(ErrorCode.invalid_session_timeout, member_id=request.member_id))
+    consumer_group = await groups.consumer.get(request.group_id)
+    if consumer_group is not None and not consumer_group.is_empty:
+        # Mixing classic and KIP-848 members in one group is not supported (yet).
+        return answer(
+            JoinResult(ErrorCode.inconsistent_group_protocol, member_id=request.member_id)
+        )
     group = await groups.get(request.group_id, create=True)
     assert group is not None
     join = JoinRequest(
@@ -206,7 +218,10 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     if generation is None:
         generation = request.generation_id
     error = await _group_error(ctx, request.group_id)
-    if error is None:
+    consumer_group = await consumer_group_of(ctx, request.group_id) if error is None else None
+    if consumer_group is not None:
+        error = await commit_error(ctx, consumer_group, request, generation)
+    elif error is None:
         group = await broker.groups.get(request.group_id, create=False)
         if group is not None:
             error = group.check_commit(
@@ -257,12 +272,19 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _fetch_group_offsets(
-    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    require_stable: bool = False,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, list[tuple[str, list[Any]]]]:
     """(group error, [(topic, [CommittedOffset...])]) for one group. require_stable (v7+,
     KIP-447): partitions with offsets staged by an ongoing transaction answer
-    UNSTABLE_OFFSET_COMMIT (offset -1) until it ends; the consumer retries."""
+    UNSTABLE_OFFSET_COMMIT (offset -1) until it ends; the consumer retries. `member`
+    (v9+): the KIP-848 member id and epoch, checked against a consumer group."""
     error = await _group_error(ctx, group_id)
+    if error is None:
+        error = await fetch_error(ctx, group_id, *member)
     if error is not None:
         return error, []
     asked = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
@@ -320,7 +342,11 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
         groups = []
         for g in request.groups:
             error, topics = await _fetch_group_offsets(
-                ctx, g.group_id, g.topics, request.require_stable
+                ctx,
+                g.group_id,
+                g.topics,
+                request.require_stable,
+                (getattr(g, "member_id", None), getattr(g, "member_epoch", -1)),
             )
             groups.append(
                 build(group_cls, group_id=g.group_id, topics=encode(topics), error_code=error)
@@ -390,21 +416,30 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     groups_coordinator = ctx.broker.groups
-    listed = []
+    # (protocol type, state, type) per group; a consumer group hides an empty classic
+    # record (or bare offsets) of the same id.
+    found: dict[str, tuple[str, str, str]] = {}
     for record in await groups_coordinator.list():
-        if not await groups_coordinator.owns(record.group_id):
+        found[record.group_id] = (record.protocol_type or "", record.state, "classic")
+    for c in await groups_coordinator.consumer.records():
+        if c.group_id not in found or found[c.group_id][1] == "Empty":
+            found[c.group_id] = ("consumer", c.state, "consumer")
+    listed = []
+    for group_id in sorted(found):
+        protocol_type, state, group_type = found[group_id]
+        if not await groups_coordinator.owns(group_id):
             continue
-        if states and record.state.lower() not in states:
+        if states and state.lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and group_type not in types:
             continue
         listed.append(
             build(
                 m.ListedGroup,
-                group_id=record.group_id,
-                protocol_type=record.protocol_type or "",
-                group_state=record.state,
-                group_type="classic",
+                group_id=group_id,
+                protocol_type=protocol_type,
+                group_state=state,
+                group_type=group_type,
             )
         )
     return build(
@@ -433,6 +468,9 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 async def _describe_group(ctx: RequestContext, m: Any, group_id: str) -> Any:
     error = await _group_error(ctx, group_id)
+    consumer_group = None if error else await consumer_group_of(ctx, group_id)
+    if consumer_group is not None:
+        return await describe_as_classic(ctx, m, consumer_group)
     group = None if error else await ctx.broker.groups.get(group_id, create=False)
     if group is None:
         state = "Dead"

@@ -432,6 +432,18 @@ class ConsumerGroup:
             return ErrorCode.none
         return ErrorCode.stale_member_epoch
 
+    def check_txn_commit(self, member_id: str, epoch: int) -> ErrorCode:
+        """TxnOffsetCommit v3+: a producer naming a member must name a current one (no
+        member id: the offsets come from outside the group's management)."""
+        if not member_id:
+            return ErrorCode.none
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if epoch >= 0 and epoch != member.member_epoch:
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
+
     def check_fetch(self, member_id: str | None, epoch: int) -> ErrorCode:
         """OffsetFetch v9+: a member that names itself must be current."""
         if member_id is None:

@@ -19,6 +19,7 @@ from lakelog.coordinator.interface import (
     OffsetCommit,
 )
 from lakelog.errors import ErrorCode
+from lakelog.groups.consumer_groups import ConsumerGroups
 from lakelog.groups.group import Group, GroupConfig, GroupState
 from lakelog.outage import log_failure
 
@@ -51,6 +52,8 @@ class GroupCoordinator:
         self._saving: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalances_counted: dict[str, int] = {}
+        self.consumer = ConsumerGroups(broker, self.owns)
+        """KIP-848 groups (group.protocol=consumer); a group id is one kind or the other."""
 
     # ------------------------------------------------------------------ placement
     async def owns(self, key: str) -> bool:
@@ -108,7 +111,10 @@ class GroupCoordinator:
         to_delete: list[str] = []
         for group_id in group_ids:
             group = await self.get(group_id, create=False)
-            if group is not None and not group.is_empty:
+            consumer_group = await self.consumer.get(group_id)
+            if (group is not None and not group.is_empty) or (
+                consumer_group is not None and not consumer_group.is_empty
+            ):
                 results.append(ErrorCode.non_empty_group)
                 continue
             results.append(ErrorCode.none)
@@ -118,6 +124,7 @@ class GroupCoordinator:
             for i, error in enumerate(results):
                 if error == ErrorCode.none:
                     results[i] = next(answers)
+            self.consumer.forget(to_delete)
             for group_id in to_delete:
                 self._groups.pop(group_id, None)
                 self._rebalances_counted.pop(group_id, None)
@@ -177,6 +184,10 @@ class GroupCoordinator:
                     self._rebalances_counted[group.group_id] = group.rebalances
                 self.save_later(group)
             self._update_state_gauge()
+            try:
+                await self.consumer.tick()
+            except Exception:
+                log_failure(log, "consumer group expiry failed")
 
     async def _expire_loop(self) -> None:
         settings = self._broker.settings
@@ -202,8 +213,10 @@ class GroupCoordinator:
         from lakelog.coordinator.interface import PartitionKey
 
         topics = self._broker.topics
-        for group in list(self._groups.values()):
-            committed = await self.fetch_offsets(group.group_id, None)
+        group_ids = [g.group_id for g in self._groups.values()]
+        group_ids += [g.group_id for g in self.consumer.known()]
+        for group_id in group_ids:
+            committed = await self.fetch_offsets(group_id, None)
             keys, rows = [], []
             for c in committed:
                 topic = await topics.get(c.topic)
@@ -215,7 +228,7 @@ class GroupCoordinator:
             infos = await self._broker.coordinator.log_info(keys)
             for c, info in zip(rows, infos, strict=True):
                 metrics.group_lag.labels(
-                    group=group.group_id, topic=c.topic, partition=str(c.partition)
+                    group=group_id, topic=c.topic, partition=str(c.partition)
                 ).set(max(info.high_watermark - c.offset, 0))
 
     def _update_state_gauge(self) -> None:

@@ -292,3 +292,13 @@ def test_no_partition_is_ever_owned_twice(ops: list[tuple[str, int]], assignor: 
         assert group.state == "Stable"
         covered = {tp for c in clients.values() for tp in c.owned}
         assert covered == {(T, p) for p in range(topics["t"].partitions)}
+
+
+def test_transactional_commit_by_member_epoch() -> None:
+    group = ConsumerGroup("g", CONFIG)
+    a = Client("a")
+    a.join(group)
+    assert group.check_txn_commit("", -1) == ErrorCode.none
+    assert group.check_txn_commit("a", a.epoch) == ErrorCode.none
+    assert group.check_txn_commit("zz", a.epoch) == ErrorCode.unknown_member_id
+    assert group.check_txn_commit("a", a.epoch + 1) == ErrorCode.illegal_generation

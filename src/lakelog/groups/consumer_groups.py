@@ -1,0 +1,134 @@
+"""The KIP-848 consumer groups this broker coordinates: loading them from the batch
+coordinator, running one request at a time per group, saving every change before the
+member hears of it, and expiring sessions. The rules are `consumer_group.ConsumerGroup`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
+from lakelog.coordinator.interface import ConsumerGroupRecord
+from lakelog.errors import ErrorCode
+from lakelog.groups.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicMeta,
+)
+from lakelog.outage import log_failure
+
+if TYPE_CHECKING:
+    from lakelog.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerGroups:
+    def __init__(self, broker: Broker, owns: Callable[[str], Awaitable[bool]]) -> None:
+        self._broker = broker
+        self._owns = owns
+        settings = broker.settings
+        assignors = tuple(a.strip() for a in settings.group_consumer_assignors.split(",") if a)
+        self.config = ConsumerGroupConfig(
+            session_timeout_ms=settings.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
+            assignors=assignors or ("uniform",),
+        )
+        self._groups: dict[str, ConsumerGroup] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _lock(self, group_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(group_id, asyncio.Lock())
+
+    async def get(self, group_id: str) -> ConsumerGroup | None:
+        """The group as this broker knows it, loaded from its record on first use."""
+        group = self._groups.get(group_id)
+        if group is None:
+            record = await self._broker.coordinator.load_consumer_group(group_id)
+            if record is not None:
+                group = self._groups.setdefault(group_id, self._restore(record))
+        return group
+
+    def _restore(self, record: ConsumerGroupRecord) -> ConsumerGroup:
+        return ConsumerGroup.restore(
+            record.group_id,
+            json.loads(record.document),
+            record.revision,
+            self.config,
+            time.monotonic(),
+        )
+
+    async def topics(self) -> dict[str, TopicMeta]:
+        return {
+            t.name: TopicMeta(t.topic_id, t.num_partitions) for t in await self._broker.topics.all()
+        }
+
+    async def heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
+        async with self._lock(group_id):
+            group = await self.get(group_id)
+            fresh = group is None
+            if group is None:
+                group = ConsumerGroup(group_id, self.config)
+            result = group.heartbeat(request, await self.topics(), time.monotonic())
+            if not group.dirty:
+                return result
+            if fresh:
+                self._groups[group_id] = group
+            if not await self._save(group):
+                return HeartbeatResult(ErrorCode.coordinator_not_available, request.member_id)
+            return result
+
+    async def _save(self, group: ConsumerGroup) -> bool:
+        """Write the group's record; False (and the group forgotten, to be reloaded) when
+        the write failed or a newer record exists, e.g. another broker took the group."""
+        record = ConsumerGroupRecord(
+            group.group_id,
+            group.state,
+            group.group_epoch,
+            group.revision,
+            json.dumps(group.document(), separators=(",", ":")),
+            int(time.time() * 1000),
+        )
+        try:
+            written = await self._broker.coordinator.save_consumer_group(record)
+        except Exception:
+            log_failure(log, "saving consumer group %s failed", group.group_id)
+            written = False
+        if written:
+            group.dirty = False
+        else:
+            self._groups.pop(group.group_id, None)
+        return written
+
+    def known(self) -> list[ConsumerGroup]:
+        return list(self._groups.values())
+
+    async def records(self) -> list[ConsumerGroupRecord]:
+        """Every consumer group: this broker's live view over the saved records."""
+        saved = {r.group_id: r for r in await self._broker.coordinator.list_consumer_groups()}
+        for g in self._groups.values():
+            saved[g.group_id] = ConsumerGroupRecord(
+                g.group_id, g.state, g.group_epoch, g.revision, ""
+            )
+        return [saved[k] for k in sorted(saved)]
+
+    def forget(self, group_ids: Sequence[str]) -> None:
+        for group_id in group_ids:
+            self._groups.pop(group_id, None)
+
+    async def tick(self) -> None:
+        """Expire sessions and rebalance timeouts of the groups this broker still owns; a
+        group that moved elsewhere is dropped (its new coordinator has it)."""
+        for group_id in list(self._groups):
+            if not await self._owns(group_id):
+                self._groups.pop(group_id, None)
+                continue
+            async with self._lock(group_id):
+                group = self._groups.get(group_id)
+                if group is not None and (group.tick(time.monotonic()) or group.dirty):
+                    await self._save(group)
