@@ -15,6 +15,11 @@ The rules, in our words:
   heartbeat shows it no longer owns those partitions, takes the target epoch and the
   partitions that are free; the rest follow on later heartbeats as they are released.
   Hence no partition is ever owned by two members at once.
+- A regex subscription (KIP-848's server-side regex) must match a whole topic name. Kafka
+  compiles it with RE2J; we use Python's `re`, which agrees on the usual syntax (classes,
+  alternation, anchors, repetition) but also accepts what RE2J refuses (backreferences,
+  lookaround). It is resolved again on every heartbeat against the topic cache, so a new
+  topic joins the subscription within a heartbeat of the cache seeing it.
 - A heartbeat must carry the member's current epoch, or its previous one when it lost
   our last answer (and then owns no more than we assigned); anything else is fenced.
 """
