@@ -6,6 +6,9 @@
   partitions again, with no new group epoch and no callbacks on the others;
 - a regex subscription picks up a topic created after the member joined;
 - committed offsets and the group itself survive a broker restart;
+- a classic group (librdkafka, eager range assignor) is upgraded member by member under
+  load: each classic member is replaced by a consumer-protocol one, the mixed group keeps
+  one owner per partition, and every record is consumed exactly once;
 - ListGroups tells classic and consumer groups apart, ConsumerGroupDescribe and
   DescribeGroups describe consumer groups, and the protocol's errors on the wire.
 """
@@ -38,6 +41,8 @@ from kip848_clients import Kip848Member
 PARTITIONS = 6
 TIMEOUT_S = 60.0
 ENV = {
+    "GROUP_INITIAL_REBALANCE_DELAY_MS": 300,
+    "GROUP_MIN_SESSION_TIMEOUT_MS": 1000,
     "GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": 500,
     "GROUP_CONSUMER_SESSION_TIMEOUT_MS": 15_000,
 }
@@ -332,3 +337,44 @@ def test_protocol_errors_on_the_wire(broker: BrokerProcess) -> None:
         left = beat(wire, -1)
         assert left.error_code == NONE and left.member_epoch == -1
     assert describe(broker, group).group_state == "Empty"
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_classic_group_is_upgraded_member_by_member(broker: BrokerProcess, assignor: str) -> None:
+    from group_clients import ConfluentMember
+
+    topic, group = unique("upgrade"), unique("g848")
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    classic = [
+        ConfluentMember(broker.bootstrap, topic, group, f"c{i}", assignor=assignor)
+        for i in range(3)
+    ]
+    members: list[Any] = []
+    try:
+        with Load(broker.bootstrap, topic) as load:
+            for c in classic:
+                members.append(c.start())
+            wait_assignment(classic, PARTITIONS, TIMEOUT_S, "the classic group")
+            current: list[Any] = list(classic)
+            for i, old in enumerate(classic):
+                new = member(broker, topic, group, f"n{i}").start()
+                members.append(new)
+                current.append(new)
+                wait_assignment(current, PARTITIONS, TIMEOUT_S, f"n{i} joined")
+                described = describe(broker, group)
+                assert described.error_code == NONE
+                types = sorted(m.member_type for m in described.members)
+                assert types == sorted([0] * (3 - i) + [1] * (i + 1))
+                old.stop()
+                current.remove(old)
+                wait_assignment(current, PARTITIONS, TIMEOUT_S, f"c{i} left")
+            batches = load.batches
+            wait_until(lambda: load.batches >= batches + 2, TIMEOUT_S, "more load")
+        produced = load.produced
+        wait_consumed(members, len(produced), TIMEOUT_S)
+        time.sleep(1.0)
+        problems = exactly_once_problems(produced, all_seen(members))
+        assert problems == [], "\n".join(problems + [m.describe() for m in members])
+        assert all(m.member_type == 1 for m in describe(broker, group).members)
+    finally:
+        stop_all(m for m in members if not m.closed.is_set())

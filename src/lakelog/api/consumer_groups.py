@@ -19,8 +19,8 @@ from lakelog.groups.consumer_group import ConsumerGroup, HeartbeatRequest, Heart
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 NO_THROTTLE = datetime.timedelta(0)
 UNKNOWN_AUTHORIZED_OPERATIONS = -2147483648
-CONSUMER_MEMBER = 1
-"""ConsumerGroupDescribe's member_type for a member speaking the consumer protocol."""
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1
+"""ConsumerGroupDescribe's member_type: which protocol the member speaks."""
 
 
 def _ms(value: datetime.timedelta | None) -> int:
@@ -40,13 +40,6 @@ async def _precheck(ctx: RequestContext, request: Any) -> HeartbeatResult | None
     groups = ctx.broker.groups
     if not await groups.owns(request.group_id):
         return HeartbeatResult(ErrorCode.not_coordinator)
-    if await groups.consumer.get(request.group_id) is None:
-        classic = await groups.get(request.group_id, create=False)
-        if classic is not None and not classic.is_empty:
-            return HeartbeatResult(
-                ErrorCode.group_id_not_found,
-                message=f"group {request.group_id} is a classic group with members",
-            )
     return None
 
 
@@ -178,7 +171,7 @@ def _describe(m: Any, group: ConsumerGroup, names: Mapping[uuid.UUID, str]) -> A
             subscribed_topic_regex=member.subscribed_regex,
             assignment=assignment(member.assigned),
             target_assignment=assignment(group.target.get(member.member_id, frozenset())),
-            member_type=CONSUMER_MEMBER,
+            member_type=CLASSIC_MEMBER if member.is_classic else CONSUMER_MEMBER,
         )
         for member in group.members.values()
     )
@@ -213,7 +206,8 @@ async def commit_error(
     ctx: RequestContext, group: ConsumerGroup, request: Any, epoch: int
 ) -> ErrorCode | None:
     """OffsetCommit to a consumer group: a member commits with its member epoch (v9+)."""
-    if ctx.api_version < 9 and request.member_id in group.members:
+    member = group.members.get(request.member_id)
+    if ctx.api_version < 9 and member is not None and not member.is_classic:
         return ErrorCode.unsupported_version
     partitions = set()
     for t in request.topics:

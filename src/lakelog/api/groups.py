@@ -20,6 +20,7 @@ from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import OffsetCommit
 from lakelog.errors import ErrorCode
+from lakelog.groups import mixed
 from lakelog.groups.group import GroupState, JoinRequest, JoinResult, SyncResult
 from lakelog.groups.subscription import subscribed_topics
 from lakelog.pacing import paced
@@ -37,6 +38,12 @@ async def _group_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
     if not await ctx.broker.groups.owns(group_id):
         return ErrorCode.not_coordinator
     return None
+
+
+async def _has_consumer_group(ctx: RequestContext, group_id: str) -> bool:
+    """The id is a consumer group with members: classic requests go to `groups.mixed`."""
+    group = await ctx.broker.groups.consumer.get(group_id)
+    return group is not None and not group.is_empty
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -79,14 +86,6 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
     config = groups.config
     if not config.min_session_timeout_ms <= session_ms <= config.max_session_timeout_ms:
         return answer(JoinResult(ErrorCode.invalid_session_timeout, member_id=request.member_id))
-    consumer_group = await groups.consumer.get(request.group_id)
-    if consumer_group is not None and not consumer_group.is_empty:
-        # Mixing classic and KIP-848 members in one group is not supported (yet).
-        return answer(
-            JoinResult(ErrorCode.inconsistent_group_protocol, member_id=request.member_id)
-        )
-    group = await groups.get(request.group_id, create=True)
-    assert group is not None
     join = JoinRequest(
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
@@ -99,6 +98,14 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
         require_known_member_id=ctx.api_version >= 4,
         supports_skip_assignment=ctx.api_version >= 9,
     )
+    if await _has_consumer_group(ctx, request.group_id):
+        # A classic member of an upgraded group (`lakelog.groups.mixed`).
+        joined = await groups.consumer.classic_call(
+            request.group_id, lambda g, topics, now: mixed.join(g, join, topics, now)
+        )
+        return answer(joined or JoinResult(ErrorCode.coordinator_not_available))
+    group = await groups.get(request.group_id, create=True)
+    assert group is not None
     outcome = group.join(join, time.monotonic())
     groups.save_later(group)
     if isinstance(outcome, asyncio.Future):
@@ -128,6 +135,17 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
     if error is not None:
         return answer(SyncResult(error))
     groups = ctx.broker.groups
+    if await _has_consumer_group(ctx, request.group_id):
+        synced = await groups.consumer.classic_call(
+            request.group_id,
+            lambda g, topics, now: mixed.sync(
+                g,
+                request.member_id,
+                request.generation_id,
+                {meta.topic_id: name for name, meta in topics.items()},
+            ),
+        )
+        return answer(synced or SyncResult(ErrorCode.coordinator_not_available))
     group = await groups.get(request.group_id, create=False)
     if group is None:
         return answer(SyncResult(ErrorCode.unknown_member_id))
@@ -156,7 +174,15 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
 async def heartbeat(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     error = await _group_error(ctx, request.group_id)
-    if error is None:
+    if error is None and await _has_consumer_group(ctx, request.group_id):
+        error = await ctx.broker.groups.consumer.classic_call(
+            request.group_id,
+            lambda g, topics, now: mixed.heartbeat(
+                g, request.member_id, request.generation_id, now
+            ),
+        )
+        error = ErrorCode.coordinator_not_available if error is None else error
+    elif error is None:
         group = await ctx.broker.groups.get(request.group_id, create=False)
         error = (
             ErrorCode.unknown_member_id
@@ -180,7 +206,15 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
         leaving = [(request.member_id, None)]
     error = await _group_error(ctx, request.group_id)
     results: list[ErrorCode] = []
-    if error is None:
+    if error is None and await _has_consumer_group(ctx, request.group_id):
+        left = await ctx.broker.groups.consumer.classic_call(
+            request.group_id,
+            lambda g, topics, now: [mixed.leave(g, mid, iid) for mid, iid in leaving],
+        )
+        results = left or [ErrorCode.coordinator_not_available] * len(leaving)
+        if ctx.api_version < 3:
+            error = results[0]
+    elif error is None:
         groups = ctx.broker.groups
         group = await groups.get(request.group_id, create=False)
         now = time.monotonic()

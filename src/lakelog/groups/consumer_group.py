@@ -101,12 +101,27 @@ class ConsumerMember:
     static_left: bool = False
     """A static member that left with epoch -2: it keeps its partitions until its session
     expires, so that it can come back without a rebalance."""
+    classic_session_ms: int | None = None
+    """Set for a member speaking the classic protocol (JoinGroup, SyncGroup, Heartbeat) in
+    a group that was upgraded: its own session timeout (see `mixed`)."""
+    classic_protocols: tuple[tuple[str, bytes], ...] = ()
     session_deadline: float = 0.0
     revoke_deadline: float | None = None
 
     @property
     def owns(self) -> Assignment:
         return self.assigned | self.revoking
+
+    @property
+    def is_classic(self) -> bool:
+        return self.classic_session_ms is not None
+
+    def session_timeout_ms(self, config: ConsumerGroupConfig) -> int:
+        return (
+            config.session_timeout_ms
+            if self.classic_session_ms is None
+            else self.classic_session_ms
+        )
 
 
 def _fail(error: ErrorCode, message: str | None = None, member_id: str = "") -> HeartbeatResult:
@@ -196,7 +211,7 @@ class ConsumerGroup:
             changed = self._update(member, req)
         else:
             return _fail(ErrorCode.invalid_request, f"bad member epoch {req.member_epoch}")
-        member.session_deadline = now + self.config.session_timeout_ms / 1000
+        member.session_deadline = now + member.session_timeout_ms(self.config) / 1000
         before = member.assigned
         if self._refresh_metadata(topics):
             changed = True
@@ -485,6 +500,8 @@ class ConsumerGroup:
                     "assigned": _tps_out(m.assigned),
                     "revoking": _tps_out(m.revoking),
                     "static_left": m.static_left,
+                    "classic_session_ms": m.classic_session_ms,
+                    "classic_protocols": [[n, md.hex()] for n, md in m.classic_protocols],
                 }
                 for m in self.members.values()
             ],
@@ -511,7 +528,6 @@ class ConsumerGroup:
             target={m: _tps_in(a) for m, a in doc["target"].items()},
             revision=revision,
         )
-        session = now + config.session_timeout_ms / 1000
         for d in doc["members"]:
             member = ConsumerMember(
                 d["member_id"],
@@ -528,8 +544,10 @@ class ConsumerGroup:
                 _tps_in(d["assigned"]),
                 _tps_in(d["revoking"]),
                 d["static_left"],
-                session_deadline=session,
+                d.get("classic_session_ms"),
+                tuple((n, bytes.fromhex(md)) for n, md in d.get("classic_protocols", ())),
             )
+            member.session_deadline = now + member.session_timeout_ms(config) / 1000
             if member.revoking:
                 member.revoke_deadline = now + member.rebalance_timeout_ms / 1000
             group.members[member.member_id] = member

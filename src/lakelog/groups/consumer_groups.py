@@ -8,11 +8,12 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from lakelog.coordinator.interface import ConsumerGroupRecord
 from lakelog.errors import ErrorCode
+from lakelog.groups import mixed
 from lakelog.groups.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
@@ -24,14 +25,16 @@ from lakelog.outage import log_failure
 
 if TYPE_CHECKING:
     from lakelog.broker import Broker
+    from lakelog.groups.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class ConsumerGroups:
-    def __init__(self, broker: Broker, owns: Callable[[str], Awaitable[bool]]) -> None:
+    def __init__(self, broker: Broker, classic: GroupCoordinator) -> None:
         self._broker = broker
-        self._owns = owns
+        self._classic = classic
         settings = broker.settings
         assignors = tuple(a.strip() for a in settings.group_consumer_assignors.split(",") if a)
         self.config = ConsumerGroupConfig(
@@ -71,16 +74,49 @@ class ConsumerGroups:
     async def heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
         async with self._lock(group_id):
             group = await self.get(group_id)
+            topics = await self.topics()
+            now = time.monotonic()
             fresh = group is None
+            classic = None
             if group is None:
-                group = ConsumerGroup(group_id, self.config)
-            result = group.heartbeat(request, await self.topics(), time.monotonic())
-            if not group.dirty:
+                classic = await self._classic.get(group_id, create=False)
+                if classic is not None and classic.is_empty:
+                    classic = None
+                if classic is None:
+                    group = ConsumerGroup(group_id, self.config)
+                elif request.member_epoch != 0 or not mixed.can_upgrade(classic):
+                    return HeartbeatResult(
+                        ErrorCode.group_id_not_found
+                        if classic.protocol_type != mixed.CONSUMER
+                        else ErrorCode.coordinator_not_available,
+                        message=f"classic group {group_id} cannot be upgraded now",
+                    )
+                else:
+                    group = mixed.upgrade(classic, self.config, topics, now)
+            result = group.heartbeat(request, topics, now)
+            if not group.dirty or (classic is not None and result.error != ErrorCode.none):
                 return result
             if fresh:
                 self._groups[group_id] = group
             if not await self._save(group):
                 return HeartbeatResult(ErrorCode.coordinator_not_available, request.member_id)
+            if classic is not None:
+                await self._classic.retire(classic)
+                log.info("group %s upgraded to the consumer protocol", group_id)
+            return result
+
+    async def classic_call(
+        self, group_id: str, call: Callable[[ConsumerGroup, dict[str, TopicMeta], float], T]
+    ) -> T | None:
+        """Run a classic member's request (`mixed`) on the group, saving what it changed
+        before answering; None when the group is gone or could not be saved."""
+        async with self._lock(group_id):
+            group = await self.get(group_id)
+            if group is None:
+                return None
+            result = call(group, await self.topics(), time.monotonic())
+            if group.dirty and not await self._save(group):
+                return None
             return result
 
     async def _save(self, group: ConsumerGroup) -> bool:
@@ -125,7 +161,7 @@ class ConsumerGroups:
         """Expire sessions and rebalance timeouts of the groups this broker still owns; a
         group that moved elsewhere is dropped (its new coordinator has it)."""
         for group_id in list(self._groups):
-            if not await self._owns(group_id):
+            if not await self._classic.owns(group_id):
                 self._groups.pop(group_id, None)
                 continue
             async with self._lock(group_id):

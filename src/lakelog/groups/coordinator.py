@@ -52,7 +52,7 @@ class GroupCoordinator:
         self._saving: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalances_counted: dict[str, int] = {}
-        self.consumer = ConsumerGroups(broker, self.owns)
+        self.consumer = ConsumerGroups(broker, self)
         """KIP-848 groups (group.protocol=consumer); a group id is one kind or the other."""
 
     # ------------------------------------------------------------------ placement
@@ -82,6 +82,24 @@ class GroupCoordinator:
                     self._groups[group_id] = group
                     self._update_state_gauge()
         return group
+
+    async def retire(self, group: Group) -> None:
+        """The classic group became a consumer group (`groups.mixed`): forget it here and
+        leave an Empty record (generation kept), so only the consumer group has members."""
+        self._groups.pop(group.group_id, None)
+        await self._broker.coordinator.save_group(
+            GroupRecord(
+                group.group_id,
+                str(GroupState.EMPTY),
+                group.protocol_type,
+                None,
+                group.generation,
+                None,
+                (),
+                int(time.time() * 1000),
+            )
+        )
+        self._update_state_gauge()
 
     def known(self) -> list[Group]:
         return list(self._groups.values())
