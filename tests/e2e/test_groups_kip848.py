@@ -9,6 +9,8 @@
 - a classic group (librdkafka, eager range assignor) is upgraded member by member under
   load: each classic member is replaced by a consumer-protocol one, the mixed group keeps
   one owner per partition, and every record is consumed exactly once;
+- and back: when the last consumer-protocol member leaves, the classic members go on as a
+  classic group;
 - ListGroups tells classic and consumer groups apart, ConsumerGroupDescribe and
   DescribeGroups describe consumer groups, and the protocol's errors on the wire.
 """
@@ -48,6 +50,7 @@ ENV = {
 }
 HEARTBEAT, DESCRIBE = 68, 69
 NONE, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR = 0, 25, 110, 112
+GROUP_SUBSCRIBED_TO_TOPIC, GROUP_ID_NOT_FOUND = 86, 69
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -290,6 +293,18 @@ def test_list_and_describe_show_both_kinds(broker: BrokerProcess) -> None:
         [cg] = [g for g in resp.groups if g.group_id == group]
         assert cg.group_state == "Stable" and cg.protocol_data == "uniform"
         assert len(cg.members) == 1 and cg.members[0].member_assignment
+        od = request_class(47, 0)
+        body = od.OffsetDeleteRequest(
+            group_id=group,
+            topics=(
+                od.OffsetDeleteRequestTopic(
+                    name=topic, partitions=(od.OffsetDeleteRequestPartition(partition_index=0),)
+                ),
+            ),
+        )
+        with WireClient(broker.port) as wire:
+            deleted = wire.request(47, 0, body)
+        assert deleted.topics[0].partitions[0].error_code == GROUP_SUBSCRIBED_TO_TOPIC
     finally:
         stop_all([m])
 
@@ -376,5 +391,38 @@ def test_classic_group_is_upgraded_member_by_member(broker: BrokerProcess, assig
         problems = exactly_once_problems(produced, all_seen(members))
         assert problems == [], "\n".join(problems + [m.describe() for m in members])
         assert all(m.member_type == 1 for m in describe(broker, group).members)
+    finally:
+        stop_all(m for m in members if not m.closed.is_set())
+
+
+def test_group_is_downgraded_when_the_last_consumer_member_leaves(broker: BrokerProcess) -> None:
+    from confluent_kafka import ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+    from group_clients import ConfluentMember
+
+    topic, group = unique("downgrade"), unique("g848")
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    classic = [ConfluentMember(broker.bootstrap, topic, group, f"c{i}") for i in range(2)]
+    members: list[Any] = []
+    try:
+        with Load(broker.bootstrap, topic) as load:
+            members += [c.start() for c in classic]
+            wait_assignment(classic, PARTITIONS, TIMEOUT_S, "the classic group")
+            new = member(broker, topic, group, "n").start()
+            members.append(new)
+            wait_assignment([*classic, new], PARTITIONS, TIMEOUT_S, "the mixed group")
+            new.stop()
+            wait_assignment(classic, PARTITIONS, TIMEOUT_S, "the classic group again")
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            listed = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30)
+            assert group in {g.group_id for g in listed.valid}
+            assert describe(broker, group).error_code == GROUP_ID_NOT_FOUND
+            batches = load.batches
+            wait_until(lambda: load.batches >= batches + 2, TIMEOUT_S, "more load")
+        produced = load.produced
+        wait_consumed(members, len(produced), TIMEOUT_S)
+        time.sleep(1.0)
+        problems = exactly_once_problems(produced, all_seen(members))
+        assert problems == [], "\n".join(problems + [m.describe() for m in members])
     finally:
         stop_all(m for m in members if not m.closed.is_set())

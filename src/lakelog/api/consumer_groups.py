@@ -113,7 +113,7 @@ async def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
         elif not await groups.owns(group_id):
             error = ErrorCode.not_coordinator
         else:
-            group = await groups.consumer.get(group_id)
+            group = await consumer_group_of(ctx, group_id)
             if group is None:
                 error = ErrorCode.group_id_not_found
         if group is None:

@@ -399,14 +399,22 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     error = await _group_error(ctx, request.group_id)
     group = None
+    consumer_group = None
     if error is None:
         group = await ctx.broker.groups.get(request.group_id, create=False)
-        if group is None and not await ctx.broker.groups.fetch_offsets(request.group_id, None):
+        consumer_group = await ctx.broker.groups.consumer.get(request.group_id)
+        if (
+            group is None
+            and consumer_group is None
+            and not await ctx.broker.groups.fetch_offsets(request.group_id, None)
+        ):
             error = ErrorCode.group_id_not_found
     subscribed: set[str] = set()
     if group is not None and not group.is_empty:
         for member in group.members.values():
             subscribed |= subscribed_topics(member.metadata_for(group.protocol))
+    if consumer_group is not None:
+        subscribed |= consumer_group.topic_names()
     deleting: list[tuple[str, int]] = []
     topics = []
     for t in request.topics if error is None else ():

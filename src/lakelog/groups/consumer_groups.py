@@ -103,7 +103,27 @@ class ConsumerGroups:
             if classic is not None:
                 await self._classic.retire(classic)
                 log.info("group %s upgraded to the consumer protocol", group_id)
+            await self._maybe_downgrade(group, topics, now)
             return result
+
+    async def _maybe_downgrade(
+        self, group: ConsumerGroup, topics: dict[str, TopicMeta], now: float
+    ) -> None:
+        """The last consumer-protocol member is gone: the classic members go on in a
+        classic group. Memory switches at once (the next classic request finds the
+        classic group); then the classic record is written, then the empty consumer one."""
+        if not mixed.should_downgrade(group):
+            return
+        names = {meta.topic_id: name for name, meta in topics.items()}
+        classic = mixed.downgrade(group, self._classic.config, names, now)
+        self._classic.adopt(classic)
+        try:
+            await self._classic.save(classic)
+        except Exception:
+            classic.dirty = True  # the group coordinator's ticks save it again
+            log_failure(log, "saving downgraded group %s failed", group.group_id)
+        await self._save(group)
+        log.info("group %s downgraded to the classic protocol", group.group_id)
 
     async def classic_call(
         self, group_id: str, call: Callable[[ConsumerGroup, dict[str, TopicMeta], float], T]
@@ -114,9 +134,11 @@ class ConsumerGroups:
             group = await self.get(group_id)
             if group is None:
                 return None
-            result = call(group, await self.topics(), time.monotonic())
+            topics = await self.topics()
+            result = call(group, topics, time.monotonic())
             if group.dirty and not await self._save(group):
                 return None
+            await self._maybe_downgrade(group, topics, time.monotonic())
             return result
 
     async def _save(self, group: ConsumerGroup) -> bool:
@@ -166,5 +188,6 @@ class ConsumerGroups:
                 continue
             async with self._lock(group_id):
                 group = self._groups.get(group_id)
-                if group is not None and (group.tick(time.monotonic()) or group.dirty):
-                    await self._save(group)
+                changed = group is not None and (group.tick(time.monotonic()) or group.dirty)
+                if group is not None and changed and await self._save(group):
+                    await self._maybe_downgrade(group, await self.topics(), time.monotonic())

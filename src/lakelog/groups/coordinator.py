@@ -83,6 +83,12 @@ class GroupCoordinator:
                     self._update_state_gauge()
         return group
 
+    def adopt(self, group: Group) -> None:
+        """A group downgraded from the consumer protocol (`groups.mixed`) is served here
+        from now on (its record is saved by the caller)."""
+        self._groups[group.group_id] = group
+        self._update_state_gauge()
+
     async def retire(self, group: Group) -> None:
         """The classic group became a consumer group (`groups.mixed`): forget it here and
         leave an Empty record (generation kept), so only the consumer group has members."""

@@ -15,7 +15,11 @@ JoinGroup/SyncGroup/Heartbeat/LeaveGroup, which this module translates:
 
 So classic and consumer members share one assignment under one rule (no partition is
 given while another member still owns it), and the group's classic members can be
-replaced by consumer members one at a time. No I/O; `ConsumerGroups` drives it.
+replaced by consumer members one at a time. The way back (`downgrade`): once the last
+consumer-protocol member has left a group that still has classic members and these have
+reached the new target, it becomes a classic group again at a generation equal to their
+member epoch, each keeping its partitions, and a classic rebalance starts.
+No I/O; `ConsumerGroups` drives it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+from lakelog.coordinator.interface import GroupMemberRecord, GroupRecord
 from lakelog.errors import ErrorCode
 from lakelog.groups import consumer_protocol
 from lakelog.groups.consumer_group import (
@@ -32,7 +37,14 @@ from lakelog.groups.consumer_group import (
     ConsumerMember,
     TopicMeta,
 )
-from lakelog.groups.group import Group, GroupState, JoinRequest, JoinResult, SyncResult
+from lakelog.groups.group import (
+    Group,
+    GroupConfig,
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    SyncResult,
+)
 from lakelog.groups.subscription import subscribed_topics
 
 CONSUMER = "consumer"
@@ -185,3 +197,52 @@ def leave(group: ConsumerGroup, member_id: str, instance_id: str | None) -> Erro
         return ErrorCode.unknown_member_id
     group._remove([member.member_id])
     return ErrorCode.none
+
+
+def should_downgrade(group: ConsumerGroup) -> bool:
+    """Only classic members are left, and all of them have reached the current target,
+    so their member epoch is the classic generation they go on with (their commits stay
+    valid through the change)."""
+    return (
+        bool(group.members)
+        and group.group_epoch == group.assignment_epoch
+        and all(m.is_classic and settled(group, m) for m in group.members.values())
+    )
+
+
+def downgrade(
+    group: ConsumerGroup, config: GroupConfig, names: Mapping[uuid.UUID, str], now: float
+) -> Group:
+    """The classic group the consumer group's classic members continue in, already
+    rebalancing; the consumer group is left empty (its epoch kept)."""
+    members = list(group.members.values())
+    supported = [{n for n, _ in m.classic_protocols} for m in members]
+    preferred = [n for n, _ in members[0].classic_protocols]
+    protocol = next((n for n in preferred if all(n in s for s in supported)), preferred[0])
+    record = GroupRecord(
+        group.group_id,
+        str(GroupState.STABLE),
+        CONSUMER,
+        protocol,
+        group.group_epoch,
+        members[0].member_id,
+        tuple(
+            GroupMemberRecord(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.classic_session_ms or config.min_session_timeout_ms,
+                m.classic_protocols,
+                consumer_protocol.assignment(m.owns, names),
+            )
+            for m in members
+        ),
+    )
+    classic = Group.restore(record, config, now)
+    classic.start_rebalance(now)
+    group.members.clear()
+    group.target.clear()
+    group._touch()
+    return classic

@@ -202,3 +202,35 @@ def test_mixed_groups_never_share_a_partition(ops: list[tuple[str, int]]) -> Non
         owned = sorted(tp for c in [*classics.values(), *news.values()] for tp in c.owned)
         assert owned == sorted((T, p) for p in range(6))
         assert group.state == "Stable"
+
+
+def test_downgrade_when_the_last_consumer_member_leaves() -> None:
+    group = mixed.upgrade(classic_group({"c0": [0, 1, 2], "c1": [3, 4, 5]}), CONFIG, TOPICS, 0.0)
+    c0, c1 = ClassicClient("c0", {0, 1, 2}), ClassicClient("c1", {3, 4, 5})
+    n0 = NewClient("n0")
+    for _ in range(4):
+        n0.beat(group)
+        for c in (c0, c1):
+            c.heartbeat(group)
+            if c.must_rejoin:
+                c.rejoin(group)
+    assert not mixed.should_downgrade(group)
+    group.heartbeat(HeartbeatRequest("n0", -1), TOPICS, 0.0)
+    assert not mixed.should_downgrade(group)  # the classic members have not caught up
+    for c in (c0, c1):
+        c.heartbeat(group)
+        assert c.must_rejoin
+        c.rejoin(group)
+    assert mixed.should_downgrade(group)
+    assert c0.generation == c1.generation == group.group_epoch
+    classic = mixed.downgrade(group, CLASSIC, NAMES, 0.0)
+    assert group.is_empty and group.state == "Empty"
+    assert str(classic.state) == "PreparingRebalance" and set(classic.members) == {"c0", "c1"}
+    assert classic.protocol_type == "consumer" and classic.generation == group.group_epoch
+    kept = {
+        member_id: {p for _, p in consumer_protocol.assigned_partitions(m.assignment)}
+        for member_id, m in classic.members.items()
+    }
+    assert kept == {"c0": {p for _, p in c0.owned}, "c1": {p for _, p in c1.owned}}
+    # a classic member's heartbeat now asks it to rejoin the classic way
+    assert classic.heartbeat(c0.generation, "c0", None, 0.0) == ErrorCode.rebalance_in_progress
