@@ -175,8 +175,8 @@ class SqlBatchCoordinator(BatchCoordinator):
     async def list_groups(self) -> list[GroupRecord]:
         return await self._run("list_groups", False, groups.list_groups)
 
-    async def save_consumer_group(self, group: ConsumerGroupRecord) -> bool:
-        return await self._run("save_consumer_group", True, consumer_groups.save, group)
+    async def save_consumer_group(self, group: ConsumerGroupRecord, expected: int) -> bool:
+        return await self._run("save_consumer_group", True, consumer_groups.save, group, expected)
 
     async def load_consumer_group(self, group_id: str) -> ConsumerGroupRecord | None:
         return await self._run("load_consumer_group", False, consumer_groups.load, group_id)

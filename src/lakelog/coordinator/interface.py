@@ -364,7 +364,7 @@ class ConsumerGroupRecord:
     """Empty, Assigning, Reconciling or Stable (Kafka's names)."""
     group_epoch: int
     revision: int
-    """Grows with every change; a save never replaces a newer revision."""
+    """Grows with every change of the group's state machine."""
     document: str
     updated_at: int = 0
 
@@ -560,9 +560,10 @@ class BatchCoordinator(abc.ABC):
         deleted, i.e. is empty, is the group coordinator's check.)"""
 
     @abc.abstractmethod
-    async def save_consumer_group(self, group: ConsumerGroupRecord) -> bool:
-        """Insert or replace the consumer group's record unless the stored one has the same
-        or a newer revision; True when written."""
+    async def save_consumer_group(self, group: ConsumerGroupRecord, expected: int) -> bool:
+        """Replace the consumer group's record if the stored one has revision `expected`
+        (0: there is none yet); True when written. A copy of the group that someone else
+        has saved since it was loaded can never overwrite their state."""
 
     @abc.abstractmethod
     async def load_consumer_group(self, group_id: str) -> ConsumerGroupRecord | None: ...

@@ -140,7 +140,9 @@ class ConsumerGroup:
     """(name, topic id, partitions) of every subscribed topic that exists, sorted."""
     regex_matches: dict[str, tuple[str, ...]] = field(default_factory=dict)
     revision: int = 0
-    """Bumped by every durable change; saves carry it so an older one never wins."""
+    """Bumped by every durable change."""
+    saved_revision: int = 0
+    """The revision of the record this copy last loaded or saved (0: none)."""
     dirty: bool = False
 
     # ------------------------------------------------------------------ views
@@ -527,6 +529,7 @@ class ConsumerGroup:
             regex_matches={k: tuple(v) for k, v in doc["regex_matches"].items()},
             target={m: _tps_in(a) for m, a in doc["target"].items()},
             revision=revision,
+            saved_revision=revision,
         )
         for d in doc["members"]:
             member = ConsumerMember(

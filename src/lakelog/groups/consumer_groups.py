@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+ABSENT_TTL_S = 5.0
+"""How long "no consumer group has this id" is believed without asking again. Only this
+broker creates the groups it owns, so this matters only when ownership just moved here."""
+ABSENT_MAX = 100_000
+
 
 class ConsumerGroups:
     def __init__(self, broker: Broker, classic: GroupCoordinator) -> None:
@@ -43,6 +48,9 @@ class ConsumerGroups:
             assignors=assignors or ("uniform",),
         )
         self._groups: dict[str, ConsumerGroup] = {}
+        self._absent: dict[str, float] = {}
+        """Ids found to have no consumer group, and when: every classic group's commits,
+        fetches and heartbeats ask, and should not each cost a query."""
         self._locks: dict[str, asyncio.Lock] = {}
 
     def _lock(self, group_id: str) -> asyncio.Lock:
@@ -51,11 +59,19 @@ class ConsumerGroups:
     async def get(self, group_id: str) -> ConsumerGroup | None:
         """The group as this broker knows it, loaded from its record on first use."""
         group = self._groups.get(group_id)
-        if group is None:
-            record = await self._broker.coordinator.load_consumer_group(group_id)
-            if record is not None:
-                group = self._groups.setdefault(group_id, self._restore(record))
-        return group
+        if group is not None:
+            return group
+        checked = self._absent.get(group_id)
+        if checked is not None and time.monotonic() - checked < ABSENT_TTL_S:
+            return None
+        record = await self._broker.coordinator.load_consumer_group(group_id)
+        if record is None:
+            if len(self._absent) >= ABSENT_MAX:
+                self._absent.clear()
+            self._absent[group_id] = time.monotonic()
+            return None
+        self._absent.pop(group_id, None)
+        return self._groups.setdefault(group_id, self._restore(record))
 
     def _restore(self, record: ConsumerGroupRecord) -> ConsumerGroup:
         return ConsumerGroup.restore(
@@ -78,26 +94,31 @@ class ConsumerGroups:
             now = time.monotonic()
             fresh = group is None
             classic = None
-            if group is None:
+            if group is None or group.is_empty:
                 classic = await self._classic.get(group_id, create=False)
                 if classic is not None and classic.is_empty:
                     classic = None
-                if classic is None:
-                    group = ConsumerGroup(group_id, self.config)
-                elif request.member_epoch != 0 or not mixed.can_upgrade(classic):
+            if classic is not None:
+                if request.member_epoch != 0 or not mixed.can_upgrade(classic):
                     return HeartbeatResult(
                         ErrorCode.group_id_not_found
                         if classic.protocol_type != mixed.CONSUMER
                         else ErrorCode.coordinator_not_available,
                         message=f"classic group {group_id} cannot be upgraded now",
                     )
-                else:
-                    group = mixed.upgrade(classic, self.config, topics, now)
+                upgraded = mixed.upgrade(classic, self.config, topics, now)
+                if group is not None:  # an empty consumer record: replace it in place
+                    upgraded.revision += group.revision
+                    upgraded.saved_revision = group.saved_revision
+                group, fresh = upgraded, True
+            elif group is None:
+                group = ConsumerGroup(group_id, self.config)
             result = group.heartbeat(request, topics, now)
             if not group.dirty or (classic is not None and result.error != ErrorCode.none):
                 return result
             if fresh:
                 self._groups[group_id] = group
+                self._absent.pop(group_id, None)
             if not await self._save(group):
                 return HeartbeatResult(ErrorCode.coordinator_not_available, request.member_id)
             if classic is not None:
@@ -153,14 +174,18 @@ class ConsumerGroups:
             int(time.time() * 1000),
         )
         try:
-            written = await self._broker.coordinator.save_consumer_group(record)
+            written = await self._broker.coordinator.save_consumer_group(
+                record, group.saved_revision
+            )
         except Exception:
             log_failure(log, "saving consumer group %s failed", group.group_id)
             written = False
         if written:
             group.dirty = False
+            group.saved_revision = group.revision
         else:
             self._groups.pop(group.group_id, None)
+            self._absent.pop(group.group_id, None)
         return written
 
     def known(self) -> list[ConsumerGroup]:

@@ -10,24 +10,30 @@ from lakelog.coordinator.interface import ConsumerGroupRecord
 _COLUMNS = "group_id, state, group_epoch, revision, document, updated_at"
 
 
-async def save(s: Session, group: ConsumerGroupRecord) -> bool:
-    """Upsert unless the stored revision is as new: two saves of one group that finish
-    out of order (or a former coordinator's late save) never roll the group back."""
-    written = await s.fetchall(
-        f"INSERT INTO consumer_groups ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (group_id) DO UPDATE SET state = excluded.state,"
-        " group_epoch = excluded.group_epoch, revision = excluded.revision,"
-        " document = excluded.document, updated_at = excluded.updated_at"
-        " WHERE consumer_groups.revision < excluded.revision RETURNING 1",
-        (
-            group.group_id,
-            group.state,
-            group.group_epoch,
-            group.revision,
-            group.document,
-            group.updated_at,
-        ),
+async def save(s: Session, group: ConsumerGroupRecord, expected: int) -> bool:
+    """Compare and set on the revision: a save lands only on the state its writer last
+    saw, so a former coordinator's late save, or two brokers that both think they own
+    the group for a moment, never overwrite each other's progress."""
+    values = (
+        group.group_id,
+        group.state,
+        group.group_epoch,
+        group.revision,
+        group.document,
+        group.updated_at,
     )
+    if expected == 0:
+        written = await s.fetchall(
+            f"INSERT INTO consumer_groups ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (group_id) DO NOTHING RETURNING 1",
+            values,
+        )
+    else:
+        written = await s.fetchall(
+            "UPDATE consumer_groups SET state = ?, group_epoch = ?, revision = ?,"
+            " document = ?, updated_at = ? WHERE group_id = ? AND revision = ? RETURNING 1",
+            (*values[1:], group.group_id, expected),
+        )
     return bool(written)
 
 
