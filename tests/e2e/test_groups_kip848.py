@@ -6,6 +6,7 @@
   partitions again, with no new group epoch and no callbacks on the others;
 - a regex subscription picks up a topic created after the member joined;
 - committed offsets and the group itself survive a broker restart;
+- a member that goes silent loses its partitions once its session times out;
 - a classic group (librdkafka, eager range assignor) is upgraded member by member under
   load: each classic member is replaced by a consumer-protocol one, the mixed group keeps
   one owner per partition, and every record is consumed exactly once;
@@ -426,3 +427,39 @@ def test_group_is_downgraded_when_the_last_consumer_member_leaves(broker: Broker
         assert problems == [], "\n".join(problems + [m.describe() for m in members])
     finally:
         stop_all(m for m in members if not m.closed.is_set())
+
+
+def test_a_silent_member_loses_its_partitions_after_the_session_timeout(
+    broker_factory: BrokerFactory,
+) -> None:
+    """A member that joins, takes every partition and then goes silent (a crashed
+    process: no leave) keeps them only until its session times out."""
+    broker = broker_factory(env={**ENV, "GROUP_CONSUMER_SESSION_TIMEOUT_MS": 3000})
+    topic, group = unique("silent"), unique("g848")
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    produced = produce(broker.bootstrap, topic, PARTITIONS, 120, "x")
+    m = request_class(HEARTBEAT, 1)
+    with WireClient(broker.port) as wire:
+        joined = wire.request(
+            HEARTBEAT,
+            1,
+            m.ConsumerGroupHeartbeatRequest(
+                group_id=group,
+                member_id=uuid.uuid4().hex,
+                member_epoch=0,
+                rebalance_timeout=datetime.timedelta(minutes=5),
+                subscribed_topic_names=(topic,),
+                topic_partitions=(),
+            ),
+        )
+    assert joined.error_code == NONE
+    assert len(joined.assignment.topic_partitions[0].partitions) == PARTITIONS
+    live = member(broker, topic, group, "live").start()
+    try:
+        wait_assignment([live], PARTITIONS, TIMEOUT_S, "the silent member's partitions")
+        wait_consumed([live], len(produced), TIMEOUT_S)
+        assert [d.client_id for d in describe(broker, group).members] == ["live"]
+        problems = exactly_once_problems(produced, all_seen([live]))
+        assert problems == [], problems
+    finally:
+        stop_all([live])
