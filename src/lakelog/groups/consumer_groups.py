@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from lakelog import metrics
 from lakelog.coordinator.interface import ConsumerGroupRecord
 from lakelog.errors import ErrorCode
 from lakelog.groups import mixed
@@ -52,6 +53,8 @@ class ConsumerGroups:
         """Ids found to have no consumer group, and when: every classic group's commits,
         fetches and heartbeats ask, and should not each cost a query."""
         self._locks: dict[str, asyncio.Lock] = {}
+        self._epochs: dict[str, int] = {}
+        """Group epochs already counted as rebalances (each new epoch is one)."""
 
     def _lock(self, group_id: str) -> asyncio.Lock:
         return self._locks.setdefault(group_id, asyncio.Lock())
@@ -71,7 +74,9 @@ class ConsumerGroups:
             self._absent[group_id] = time.monotonic()
             return None
         self._absent.pop(group_id, None)
-        return self._groups.setdefault(group_id, self._restore(record))
+        group = self._groups.setdefault(group_id, self._restore(record))
+        self._epochs.setdefault(group_id, group.group_epoch)
+        return group
 
     def _restore(self, record: ConsumerGroupRecord) -> ConsumerGroup:
         return ConsumerGroup.restore(
@@ -183,6 +188,10 @@ class ConsumerGroups:
         if written:
             group.dirty = False
             group.saved_revision = group.revision
+            counted = self._epochs.get(group.group_id, group.group_epoch)
+            if group.group_epoch > counted:
+                metrics.group_rebalances_total.inc(group.group_epoch - counted)
+            self._epochs[group.group_id] = group.group_epoch
         else:
             self._groups.pop(group.group_id, None)
             self._absent.pop(group.group_id, None)
@@ -203,6 +212,7 @@ class ConsumerGroups:
     def forget(self, group_ids: Sequence[str]) -> None:
         for group_id in group_ids:
             self._groups.pop(group_id, None)
+            self._epochs.pop(group_id, None)
 
     async def tick(self) -> None:
         """Expire sessions and rebalance timeouts of the groups this broker still owns; a

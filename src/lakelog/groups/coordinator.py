@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
+CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable")
+"""KIP-848 groups' states, counted in the same gauge as classic groups'."""
 
 
 def owner_of(key: str, brokers: Sequence[BrokerInfo]) -> BrokerInfo:
@@ -256,8 +258,10 @@ class GroupCoordinator:
                 ).set(max(info.high_watermark - c.offset, 0))
 
     def _update_state_gauge(self) -> None:
-        counts = dict.fromkeys(GroupState, 0)
+        counts = dict.fromkeys([*map(str, GroupState), *CONSUMER_GROUP_STATES], 0)
         for group in self._groups.values():
-            counts[group.state] += 1
+            counts[str(group.state)] += 1
+        for consumer_group in self.consumer.known():
+            counts[consumer_group.state] += 1
         for state, count in counts.items():
-            metrics.groups.labels(state=str(state)).set(count)
+            metrics.groups.labels(state=state).set(count)
