@@ -221,8 +221,9 @@ async def commit_error(
 async def fetch_error(
     ctx: RequestContext, group_id: str, member_id: str | None, epoch: int
 ) -> ErrorCode | None:
-    """OffsetFetch v9+ from a KIP-848 member: it must be a current member of the group."""
-    if member_id is None:
+    """OffsetFetch v9+ from a KIP-848 member: it must be a current member of the group.
+    Without a member id (null, or empty from some clients) nothing is checked."""
+    if not member_id:
         return None
     group = await consumer_group_of(ctx, group_id)
     if group is None:
