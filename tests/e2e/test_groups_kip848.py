@@ -51,7 +51,7 @@ ENV = {
 }
 HEARTBEAT, DESCRIBE = 68, 69
 NONE, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR = 0, 25, 110, 112
-GROUP_SUBSCRIBED_TO_TOPIC, GROUP_ID_NOT_FOUND = 86, 69
+GROUP_SUBSCRIBED_TO_TOPIC, GROUP_ID_NOT_FOUND, STALE_MEMBER_EPOCH = 86, 69, 113
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -311,7 +311,8 @@ def test_list_and_describe_show_both_kinds(broker: BrokerProcess) -> None:
 
 
 def test_protocol_errors_on_the_wire(broker: BrokerProcess) -> None:
-    """Raw heartbeats: join, fencing, unknown members, assignors, server-side regex."""
+    """Raw requests: join, fencing, unknown members, assignors, OffsetCommit v9 and
+    OffsetFetch v9 by member epoch, server-side regex, leave."""
     prefix, group = unique("wire"), unique("g848")
     create_topic(broker.bootstrap, f"{prefix}-a", 2)
     m = request_class(HEARTBEAT, 1)
@@ -336,6 +337,51 @@ def test_protocol_errors_on_the_wire(broker: BrokerProcess) -> None:
         assert beat(wire, epoch + 5).error_code == FENCED_MEMBER_EPOCH
         other = beat(wire, epoch, member_id=uuid.uuid4().hex)
         assert other.error_code == UNKNOWN_MEMBER_ID
+
+        # offsets by member epoch
+        def commit(member: str, member_epoch: int) -> int:
+            c = request_class(8, 9)
+            body = c.OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=member_epoch,
+                member_id=member,
+                group_instance_id=None,
+                topics=(
+                    c.OffsetCommitRequestTopic(
+                        name=f"{prefix}-a",
+                        partitions=(
+                            c.OffsetCommitRequestPartition(
+                                partition_index=0,
+                                committed_offset=1,
+                                committed_leader_epoch=-1,
+                                committed_metadata=None,
+                            ),
+                        ),
+                    ),
+                ),
+            )
+            return int(wire.request(8, 9, body).topics[0].partitions[0].error_code)
+
+        assert commit(member_id, epoch) == NONE
+        assert commit(member_id, epoch + 1) == STALE_MEMBER_EPOCH
+        assert commit(uuid.uuid4().hex, epoch) == UNKNOWN_MEMBER_ID
+        assert commit("", -1) == UNKNOWN_MEMBER_ID  # an admin commit to a live group
+        of = request_class(9, 9)
+
+        def fetch_error(member: str | None, member_epoch: int) -> int:
+            body = of.OffsetFetchRequest(
+                groups=(
+                    of.OffsetFetchRequestGroup(
+                        group_id=group, member_id=member, member_epoch=member_epoch, topics=None
+                    ),
+                ),
+                require_stable=False,
+            )
+            return int(wire.request(9, 9, body).groups[0].error_code)
+
+        assert fetch_error(member_id, epoch) == NONE
+        assert fetch_error(None, -1) == NONE
+        assert fetch_error(member_id, epoch + 3) == STALE_MEMBER_EPOCH
         create_topic(broker.bootstrap, f"{prefix}-b", 1)
 
         current = [epoch]
