@@ -163,17 +163,27 @@ def test_static_member_rejoins_without_reassignment(broker: BrokerProcess) -> No
     topic, group = unique("static"), unique("g848")
     create_topic(broker.bootstrap, topic, PARTITIONS)
     members = [
-        member(broker, topic, group, name, instance_id=f"instance-{name}").start()
+        member(
+            broker, topic, group, name, instance_id=f"instance-{name}", remote_assignor="range"
+        ).start()
         for name in ("a", "b", "c")
     ]
     a, b, c = members
     try:
+        wait_until(
+            lambda: [m.assignment for m in members] == [{0, 1}, {2, 3}, {4, 5}],
+            TIMEOUT_S,
+            "range: contiguous partitions in instance id order",
+        )
         before = wait_assignment(members, PARTITIONS, TIMEOUT_S)
         wait_until(lambda: describe(broker, group).group_state == "Stable", TIMEOUT_S, "Stable")
+        assert describe(broker, group).assignor_name == "range"
         epoch = describe(broker, group).group_epoch
         events = {m.name: m.event_count() for m in (b, c)}
         a.stop()
-        again = member(broker, topic, group, "a-again", instance_id="instance-a").start()
+        again = member(
+            broker, topic, group, "a-again", instance_id="instance-a", remote_assignor="range"
+        ).start()
         members.append(again)
         wait_until(lambda: again.assignment == before["a"], TIMEOUT_S, "a's partitions back")
         described = describe(broker, group)
