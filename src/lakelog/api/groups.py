@@ -98,14 +98,16 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
         require_known_member_id=ctx.api_version >= 4,
         supports_skip_assignment=ctx.api_version >= 9,
     )
-    if await _has_consumer_group(ctx, request.group_id):
-        # A classic member of an upgraded group (`lakelog.groups.mixed`).
+    group = None
+    if not await _has_consumer_group(ctx, request.group_id):
+        group = await groups.get(request.group_id, create=True)
+    if group is None or groups.consumer.has_members(request.group_id):
+        # A classic member of an upgraded group (`lakelog.groups.mixed`); checked again
+        # after the last wait, so a join never parks in a group that was just upgraded.
         joined = await groups.consumer.classic_call(
             request.group_id, lambda g, topics, now: mixed.join(g, join, topics, now)
         )
         return answer(joined or JoinResult(ErrorCode.coordinator_not_available))
-    group = await groups.get(request.group_id, create=True)
-    assert group is not None
     outcome = group.join(join, time.monotonic())
     groups.save_later(group)
     if isinstance(outcome, asyncio.Future):
@@ -206,7 +208,13 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
         leaving = [(request.member_id, None)]
     error = await _group_error(ctx, request.group_id)
     results: list[ErrorCode] = []
-    if error is None and await _has_consumer_group(ctx, request.group_id):
+    groups = ctx.broker.groups
+    via_mixed = error is None and await _has_consumer_group(ctx, request.group_id)
+    group = None
+    if error is None and not via_mixed:
+        group = await groups.get(request.group_id, create=False)
+        via_mixed = groups.consumer.has_members(request.group_id)  # upgraded meanwhile
+    if via_mixed:
         left = await ctx.broker.groups.consumer.classic_call(
             request.group_id,
             lambda g, topics, now: [mixed.leave(g, mid, iid) for mid, iid in leaving],
@@ -215,8 +223,6 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
         if ctx.api_version < 3:
             error = results[0]
     elif error is None:
-        groups = ctx.broker.groups
-        group = await groups.get(request.group_id, create=False)
         now = time.monotonic()
         for member_id, instance_id in leaving:
             results.append(

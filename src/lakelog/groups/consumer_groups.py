@@ -197,6 +197,11 @@ class ConsumerGroups:
             self._absent.pop(group.group_id, None)
         return written
 
+    def has_members(self, group_id: str) -> bool:
+        """Without waiting: this broker holds the group and it has members."""
+        group = self._groups.get(group_id)
+        return group is not None and not group.is_empty
+
     def known(self) -> list[ConsumerGroup]:
         return list(self._groups.values())
 
