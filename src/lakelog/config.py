@@ -230,6 +230,13 @@ class Settings(BaseSettings):
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     group_lag_interval_ms: int = 10_000
+    group_consumer_session_timeout_ms: int = 45_000
+    """group.consumer.session.timeout.ms: a KIP-848 (group.protocol=consumer) member that
+    sends no heartbeat for this long leaves the group."""
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    """group.consumer.heartbeat.interval.ms, told to KIP-848 members in every answer."""
+    group_consumer_assignors: str = "uniform,range"
+    """group.consumer.assignors: the server assignors offered; the first is the default."""
 
     # transactions
     transaction_max_timeout_ms: int = 900_000

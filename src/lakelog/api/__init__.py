@@ -5,6 +5,7 @@ from lakelog.api import (  # noqa: F401
     admin,
     api_versions,
     configs,
+    consumer_groups,
     describe_topics,
     fetch,
     groups,

@@ -12,10 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakelog.api.admin import GROUP_AUTHORIZED_OPERATIONS
+from lakelog.api.consumer_groups import (
+    commit_error,
+    consumer_group_of,
+    describe_as_classic,
+    fetch_error,
+)
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import OffsetCommit
 from lakelog.errors import ErrorCode
+from lakelog.groups import mixed
 from lakelog.groups.group import GroupState, JoinRequest, JoinResult, SyncResult
 from lakelog.groups.subscription import subscribed_topics
 from lakelog.pacing import paced
@@ -33,6 +40,12 @@ async def _group_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
     if not await ctx.broker.groups.owns(group_id):
         return ErrorCode.not_coordinator
     return None
+
+
+async def _has_consumer_group(ctx: RequestContext, group_id: str) -> bool:
+    """The id is a consumer group with members: classic requests go to `groups.mixed`."""
+    group = await ctx.broker.groups.consumer.get(group_id)
+    return group is not None and not group.is_empty
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -75,8 +88,6 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
     config = groups.config
     if not config.min_session_timeout_ms <= session_ms <= config.max_session_timeout_ms:
         return answer(JoinResult(ErrorCode.invalid_session_timeout, member_id=request.member_id))
-    group = await groups.get(request.group_id, create=True)
-    assert group is not None
     join = JoinRequest(
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
@@ -89,6 +100,16 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
         require_known_member_id=ctx.api_version >= 4,
         supports_skip_assignment=ctx.api_version >= 9,
     )
+    group = None
+    if not await _has_consumer_group(ctx, request.group_id):
+        group = await groups.get(request.group_id, create=True)
+    if group is None or groups.consumer.has_members(request.group_id):
+        # A classic member of an upgraded group (`lakelog.groups.mixed`); checked again
+        # after the last wait, so a join never parks in a group that was just upgraded.
+        joined = await groups.consumer.classic_call(
+            request.group_id, lambda g, topics, now: mixed.join(g, join, topics, now)
+        )
+        return answer(joined or JoinResult(ErrorCode.coordinator_not_available))
     outcome = group.join(join, time.monotonic())
     groups.save_later(group)
     if isinstance(outcome, asyncio.Future):
@@ -118,6 +139,17 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
     if error is not None:
         return answer(SyncResult(error))
     groups = ctx.broker.groups
+    if await _has_consumer_group(ctx, request.group_id):
+        synced = await groups.consumer.classic_call(
+            request.group_id,
+            lambda g, topics, now: mixed.sync(
+                g,
+                request.member_id,
+                request.generation_id,
+                {meta.topic_id: name for name, meta in topics.items()},
+            ),
+        )
+        return answer(synced or SyncResult(ErrorCode.coordinator_not_available))
     group = await groups.get(request.group_id, create=False)
     if group is None:
         return answer(SyncResult(ErrorCode.unknown_member_id))
@@ -146,7 +178,15 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
 async def heartbeat(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     error = await _group_error(ctx, request.group_id)
-    if error is None:
+    if error is None and await _has_consumer_group(ctx, request.group_id):
+        error = await ctx.broker.groups.consumer.classic_call(
+            request.group_id,
+            lambda g, topics, now: mixed.heartbeat(
+                g, request.member_id, request.generation_id, now
+            ),
+        )
+        error = ErrorCode.coordinator_not_available if error is None else error
+    elif error is None:
         group = await ctx.broker.groups.get(request.group_id, create=False)
         error = (
             ErrorCode.unknown_member_id
@@ -170,9 +210,21 @@ async def leave_group(ctx: RequestContext, request: Any) -> Any:
         leaving = [(request.member_id, None)]
     error = await _group_error(ctx, request.group_id)
     results: list[ErrorCode] = []
-    if error is None:
-        groups = ctx.broker.groups
+    groups = ctx.broker.groups
+    via_mixed = error is None and await _has_consumer_group(ctx, request.group_id)
+    group = None
+    if error is None and not via_mixed:
         group = await groups.get(request.group_id, create=False)
+        via_mixed = groups.consumer.has_members(request.group_id)  # upgraded meanwhile
+    if via_mixed:
+        left = await ctx.broker.groups.consumer.classic_call(
+            request.group_id,
+            lambda g, topics, now: [mixed.leave(g, mid, iid) for mid, iid in leaving],
+        )
+        results = left or [ErrorCode.coordinator_not_available] * len(leaving)
+        if ctx.api_version < 3:
+            error = results[0]
+    elif error is None:
         now = time.monotonic()
         for member_id, instance_id in leaving:
             results.append(
@@ -208,7 +260,10 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     if generation is None:
         generation = request.generation_id
     error = await _group_error(ctx, request.group_id)
-    if error is None:
+    consumer_group = await consumer_group_of(ctx, request.group_id) if error is None else None
+    if consumer_group is not None:
+        error = await commit_error(ctx, consumer_group, request, generation)
+    elif error is None:
         group = await broker.groups.get(request.group_id, create=False)
         if group is not None:
             error = group.check_commit(
@@ -259,12 +314,19 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _fetch_group_offsets(
-    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    require_stable: bool = False,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, list[tuple[str, list[Any]]]]:
     """(group error, [(topic, [CommittedOffset...])]) for one group. require_stable (v7+,
     KIP-447): partitions with offsets staged by an ongoing transaction answer
-    UNSTABLE_OFFSET_COMMIT (offset -1) until it ends; the consumer retries."""
+    UNSTABLE_OFFSET_COMMIT (offset -1) until it ends; the consumer retries. `member`
+    (v9+): the KIP-848 member id and epoch, checked against a consumer group."""
     error = await _group_error(ctx, group_id)
+    if error is None:
+        error = await fetch_error(ctx, group_id, *member)
     if error is not None:
         return error, []
     asked = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
@@ -322,7 +384,11 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> Any:
         groups = []
         for g in request.groups:
             error, topics = await _fetch_group_offsets(
-                ctx, g.group_id, g.topics, request.require_stable
+                ctx,
+                g.group_id,
+                g.topics,
+                request.require_stable,
+                (getattr(g, "member_id", None), getattr(g, "member_epoch", -1)),
             )
             groups.append(
                 build(group_cls, group_id=g.group_id, topics=encode(topics), error_code=error)
@@ -341,14 +407,22 @@ async def offset_delete(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     error = await _group_error(ctx, request.group_id)
     group = None
+    consumer_group = None
     if error is None:
         group = await ctx.broker.groups.get(request.group_id, create=False)
-        if group is None and not await ctx.broker.groups.fetch_offsets(request.group_id, None):
+        consumer_group = await ctx.broker.groups.consumer.get(request.group_id)
+        if (
+            group is None
+            and consumer_group is None
+            and not await ctx.broker.groups.fetch_offsets(request.group_id, None)
+        ):
             error = ErrorCode.group_id_not_found
     subscribed: set[str] = set()
     if group is not None and not group.is_empty:
         for member in group.members.values():
             subscribed |= subscribed_topics(member.metadata_for(group.protocol))
+    if consumer_group is not None:
+        subscribed |= consumer_group.topic_names()
     deleting: list[tuple[str, int]] = []
     topics = []
     for t in request.topics if error is None else ():
@@ -392,21 +466,30 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     groups_coordinator = ctx.broker.groups
-    listed = []
+    # (protocol type, state, type) per group; a consumer group hides an empty classic
+    # record (or bare offsets) of the same id.
+    found: dict[str, tuple[str, str, str]] = {}
     for record in await groups_coordinator.list():
-        if not await groups_coordinator.owns(record.group_id):
+        found[record.group_id] = (record.protocol_type or "", record.state, "classic")
+    for c in await groups_coordinator.consumer.records():
+        if c.group_id not in found or found[c.group_id][1] == "Empty":
+            found[c.group_id] = ("consumer", c.state, "consumer")
+    listed = []
+    for group_id in sorted(found):
+        protocol_type, state, group_type = found[group_id]
+        if not await groups_coordinator.owns(group_id):
             continue
-        if states and record.state.lower() not in states:
+        if states and state.lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and group_type not in types:
             continue
         listed.append(
             build(
                 m.ListedGroup,
-                group_id=record.group_id,
-                protocol_type=record.protocol_type or "",
-                group_state=record.state,
-                group_type="classic",
+                group_id=group_id,
+                protocol_type=protocol_type,
+                group_state=state,
+                group_type=group_type,
             )
         )
     return build(
@@ -443,6 +526,9 @@ async def describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 async def _describe_group(ctx: RequestContext, m: Any, group_id: str) -> Any:
     error = await _group_error(ctx, group_id)
+    consumer_group = None if error else await consumer_group_of(ctx, group_id)
+    if consumer_group is not None:
+        return await describe_as_classic(ctx, m, consumer_group)
     group = None if error else await ctx.broker.groups.get(group_id, create=False)
     if group is None:
         state = "Dead"

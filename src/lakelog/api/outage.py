@@ -151,6 +151,8 @@ PLANS: dict[int, Plan] = {
     16: Plan(COORDINATOR),  # ListGroups
     42: Plan(COORDINATOR, (Echo("groups_names", "results", key="group_id"),)),  # DeleteGroups
     47: Plan(COORDINATOR, (_NAMED_TOPICS,)),  # OffsetDelete
+    68: Plan(COORDINATOR),  # ConsumerGroupHeartbeat
+    69: Plan(COORDINATOR, (Echo("group_ids", "groups", key="group_id"),)),  # ConsumerGroupDescribe
     # Transactions: COORDINATOR_NOT_AVAILABLE, retried after a coordinator lookup.
     22: Plan(COORDINATOR),  # InitProducerId
     24: Plan(  # AddPartitionsToTxn: v0-3 one transaction, v4+ a batch of them

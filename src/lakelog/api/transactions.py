@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from lakelog import metrics
+from lakelog.api.consumer_groups import consumer_group_of
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
 from lakelog.coordinator.interface import OffsetCommit, PartitionKey
@@ -206,6 +207,9 @@ async def _txn_commit_group_error(ctx: RequestContext, request: Any) -> ErrorCod
         return ErrorCode.invalid_request
     if ctx.api_version < 3:
         return ErrorCode.none
+    consumer_group = await consumer_group_of(ctx, request.group_id)
+    if consumer_group is not None:
+        return consumer_group.check_txn_commit(request.member_id, int(request.generation_id))
     group = await groups.get(request.group_id, create=False)
     return check_txn_commit(
         group,

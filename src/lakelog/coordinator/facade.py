@@ -19,6 +19,7 @@ from lakelog.coordinator.interface import (
     CommitBatch,
     CommitBatchResult,
     CommittedOffset,
+    ConsumerGroupRecord,
     CreatePartitionsRequest,
     CreateTopicRequest,
     CreateTopicResult,
@@ -49,6 +50,7 @@ from lakelog.coordinator.mirror_types import (
 from lakelog.coordinator.ops import (
     cleanup,
     cluster,
+    consumer_groups,
     groups,
     merge,
     mirror,
@@ -172,6 +174,15 @@ class SqlBatchCoordinator(BatchCoordinator):
 
     async def list_groups(self) -> list[GroupRecord]:
         return await self._run("list_groups", False, groups.list_groups)
+
+    async def save_consumer_group(self, group: ConsumerGroupRecord, expected: int) -> bool:
+        return await self._run("save_consumer_group", True, consumer_groups.save, group, expected)
+
+    async def load_consumer_group(self, group_id: str) -> ConsumerGroupRecord | None:
+        return await self._run("load_consumer_group", False, consumer_groups.load, group_id)
+
+    async def list_consumer_groups(self) -> list[ConsumerGroupRecord]:
+        return await self._run("list_consumer_groups", False, consumer_groups.list_all)
 
     async def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
         return await self._run("delete_groups", True, groups.delete_groups, group_ids)

@@ -355,6 +355,22 @@ class GroupRecord:
     updated_at: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRecord:
+    """A KIP-848 consumer group's durable state, so that any broker can take the group over
+    where its last coordinator left it. `document` is the group coordinator's own JSON;
+    the coordinator only stores it."""
+
+    group_id: str
+    state: str
+    """Empty, Assigning, Reconciling or Stable (Kafka's names)."""
+    group_epoch: int
+    revision: int
+    """Grows with every change of the group's state machine."""
+    document: str
+    updated_at: int = 0
+
+
 # ---------------------------------------------------------------- brokers, producers
 
 
@@ -541,14 +557,28 @@ class BatchCoordinator(abc.ABC):
 
     @abc.abstractmethod
     async def delete_groups(self, group_ids: Sequence[str]) -> list[ErrorCode]:
-        """Forget the groups' records and offsets. GROUP_ID_NOT_FOUND when the group has
-        neither. (Whether the group may be deleted, i.e. is empty, is the group
-        coordinator's check.)"""
+        """Forget the groups' records (classic and consumer) and offsets.
+        GROUP_ID_NOT_FOUND when the group has none of them. (Whether the group may be
+        deleted, i.e. is empty, is the group coordinator's check.)"""
+
+    @abc.abstractmethod
+    async def save_consumer_group(self, group: ConsumerGroupRecord, expected: int) -> bool:
+        """Replace the consumer group's record if the stored one has revision `expected`
+        (0: there is none yet); True when written. A copy of the group that someone else
+        has saved since it was loaded can never overwrite their state."""
+
+    @abc.abstractmethod
+    async def load_consumer_group(self, group_id: str) -> ConsumerGroupRecord | None: ...
+
+    @abc.abstractmethod
+    async def list_consumer_groups(self) -> list[ConsumerGroupRecord]:
+        """Every consumer group record, by group id."""
 
     @abc.abstractmethod
     async def expire_offsets(self, committed_before_ms: int) -> int:
         """Delete offsets committed before the given time by groups that are Empty (or have
-        no record); Kafka's offsets.retention.minutes. Returns how many were deleted."""
+        no record, classic or consumer); Kafka's offsets.retention.minutes. Returns how
+        many were deleted."""
 
     # -- brokers
     @abc.abstractmethod

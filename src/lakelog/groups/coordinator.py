@@ -19,6 +19,7 @@ from lakelog.coordinator.interface import (
     OffsetCommit,
 )
 from lakelog.errors import ErrorCode
+from lakelog.groups.consumer_groups import ConsumerGroups
 from lakelog.groups.group import Group, GroupConfig, GroupState
 from lakelog.outage import log_failure
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
+CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable")
+"""KIP-848 groups' states, counted in the same gauge as classic groups'."""
 
 
 def owner_of(key: str, brokers: Sequence[BrokerInfo]) -> BrokerInfo:
@@ -51,6 +54,8 @@ class GroupCoordinator:
         self._saving: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalances_counted: dict[str, int] = {}
+        self.consumer = ConsumerGroups(broker, self)
+        """KIP-848 groups (group.protocol=consumer); a group id is one kind or the other."""
 
     # ------------------------------------------------------------------ placement
     async def owns(self, key: str) -> bool:
@@ -80,6 +85,30 @@ class GroupCoordinator:
                     self._update_state_gauge()
         return group
 
+    def adopt(self, group: Group) -> None:
+        """A group downgraded from the consumer protocol (`groups.mixed`) is served here
+        from now on (its record is saved by the caller)."""
+        self._groups[group.group_id] = group
+        self._update_state_gauge()
+
+    async def retire(self, group: Group) -> None:
+        """The classic group became a consumer group (`groups.mixed`): forget it here and
+        leave an Empty record (generation kept), so only the consumer group has members."""
+        self._groups.pop(group.group_id, None)
+        await self._broker.coordinator.save_group(
+            GroupRecord(
+                group.group_id,
+                str(GroupState.EMPTY),
+                group.protocol_type,
+                None,
+                group.generation,
+                None,
+                (),
+                int(time.time() * 1000),
+            )
+        )
+        self._update_state_gauge()
+
     def known(self) -> list[Group]:
         return list(self._groups.values())
 
@@ -108,7 +137,10 @@ class GroupCoordinator:
         to_delete: list[str] = []
         for group_id in group_ids:
             group = await self.get(group_id, create=False)
-            if group is not None and not group.is_empty:
+            consumer_group = await self.consumer.get(group_id)
+            if (group is not None and not group.is_empty) or (
+                consumer_group is not None and not consumer_group.is_empty
+            ):
                 results.append(ErrorCode.non_empty_group)
                 continue
             results.append(ErrorCode.none)
@@ -118,6 +150,7 @@ class GroupCoordinator:
             for i, error in enumerate(results):
                 if error == ErrorCode.none:
                     results[i] = next(answers)
+            self.consumer.forget(to_delete)
             for group_id in to_delete:
                 self._groups.pop(group_id, None)
                 self._rebalances_counted.pop(group_id, None)
@@ -177,6 +210,10 @@ class GroupCoordinator:
                     self._rebalances_counted[group.group_id] = group.rebalances
                 self.save_later(group)
             self._update_state_gauge()
+            try:
+                await self.consumer.tick()
+            except Exception:
+                log_failure(log, "consumer group expiry failed")
 
     async def _expire_loop(self) -> None:
         settings = self._broker.settings
@@ -202,8 +239,10 @@ class GroupCoordinator:
         from lakelog.coordinator.interface import PartitionKey
 
         topics = self._broker.topics
-        for group in list(self._groups.values()):
-            committed = await self.fetch_offsets(group.group_id, None)
+        group_ids = [g.group_id for g in self._groups.values()]
+        group_ids += [g.group_id for g in self.consumer.known()]
+        for group_id in group_ids:
+            committed = await self.fetch_offsets(group_id, None)
             keys, rows = [], []
             for c in committed:
                 topic = await topics.get(c.topic)
@@ -215,12 +254,14 @@ class GroupCoordinator:
             infos = await self._broker.coordinator.log_info(keys)
             for c, info in zip(rows, infos, strict=True):
                 metrics.group_lag.labels(
-                    group=group.group_id, topic=c.topic, partition=str(c.partition)
+                    group=group_id, topic=c.topic, partition=str(c.partition)
                 ).set(max(info.high_watermark - c.offset, 0))
 
     def _update_state_gauge(self) -> None:
-        counts = dict.fromkeys(GroupState, 0)
+        counts = dict.fromkeys([*map(str, GroupState), *CONSUMER_GROUP_STATES], 0)
         for group in self._groups.values():
-            counts[group.state] += 1
+            counts[str(group.state)] += 1
+        for consumer_group in self.consumer.known():
+            counts[consumer_group.state] += 1
         for state, count in counts.items():
-            metrics.groups.labels(state=str(state)).set(count)
+            metrics.groups.labels(state=state).set(count)

@@ -522,6 +522,12 @@ class Group:
             return ErrorCode.illegal_generation
         return ErrorCode.none
 
+    def start_rebalance(self, now: float) -> None:
+        """Every member must rejoin: the group was just downgraded from the consumer
+        protocol (`groups.mixed`), so it needs a classic generation of its own."""
+        self._prepare_rebalance(now)
+        self.dirty = True
+
     # ------------------------------------------------------------------ LeaveGroup
     def leave(self, member_id: str, instance_id: str | None, now: float) -> ErrorCode:
         if instance_id is not None:

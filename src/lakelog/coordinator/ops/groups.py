@@ -85,8 +85,9 @@ async def expire_offsets(s: Session, committed_before_ms: int) -> int:
     """Only groups nobody is in may lose offsets: a live group's are still in use."""
     gone = await s.fetchall(
         "DELETE FROM group_offsets WHERE commit_time < ? AND group_id NOT IN"
-        " (SELECT group_id FROM groups WHERE state != ?) RETURNING 1",
-        (committed_before_ms, EMPTY),
+        " (SELECT group_id FROM groups WHERE state != ?) AND group_id NOT IN"
+        " (SELECT group_id FROM consumer_groups WHERE state != ?) RETURNING 1",
+        (committed_before_ms, EMPTY, EMPTY),
     )
     return len(gone)
 
@@ -165,13 +166,18 @@ async def delete_groups(s: Session, group_ids: Sequence[str]) -> list[ErrorCode]
     sent = [
         (
             await s.send("DELETE FROM groups WHERE group_id = ? RETURNING 1", (group_id,)),
+            await s.send("DELETE FROM consumer_groups WHERE group_id = ? RETURNING 1", (group_id,)),
             await s.send("DELETE FROM group_offsets WHERE group_id = ? RETURNING 1", (group_id,)),
         )
         for group_id in group_ids
     ]
     results: list[ErrorCode] = []
-    for records, offsets in sent:
-        found = await records.fetchall(), await offsets.fetchall()
+    for records, consumer_records, offsets in sent:
+        found = (
+            await records.fetchall(),
+            await consumer_records.fetchall(),
+            await offsets.fetchall(),
+        )
         results.append(ErrorCode.none if any(found) else ErrorCode.group_id_not_found)
     return results
 
