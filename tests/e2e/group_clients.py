@@ -56,6 +56,20 @@ class GroupMember:
 
     client = ""
 
+    def librdkafka_callbacks(self) -> dict[str, Any]:
+        """confluent-kafka's rebalance callbacks, recorded as events."""
+
+        def on_assign(consumer: Any, partitions: list[Any]) -> None:
+            self._event("assign", (tp.partition for tp in partitions))
+
+        def on_revoke(consumer: Any, partitions: list[Any]) -> None:
+            self._event("revoke", (tp.partition for tp in partitions))
+
+        def on_lost(consumer: Any, partitions: list[Any]) -> None:
+            self._event("lost", (tp.partition for tp in partitions))
+
+        return {"on_assign": on_assign, "on_revoke": on_revoke, "on_lost": on_lost}
+
     def __init__(
         self,
         bootstrap: str,
@@ -273,20 +287,9 @@ class ConfluentMember(GroupMember):
         if self.instance_id is not None:
             conf["group.instance.id"] = self.instance_id
 
-        def on_assign(consumer: Any, partitions: list[Any]) -> None:
-            self._event("assign", (tp.partition for tp in partitions))
-
-        def on_revoke(consumer: Any, partitions: list[Any]) -> None:
-            self._event("revoke", (tp.partition for tp in partitions))
-
-        def on_lost(consumer: Any, partitions: list[Any]) -> None:
-            self._event("lost", (tp.partition for tp in partitions))
-
         consumer = Consumer(conf)
         try:
-            consumer.subscribe(
-                [self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
-            )
+            consumer.subscribe([self.topic], **self.librdkafka_callbacks())
             while not self._should_stop():
                 msgs = consumer.consume(num_messages=self.batch, timeout=0.2)
                 self._set_assignment(tp.partition for tp in consumer.assignment())

@@ -40,20 +40,9 @@ class Kip848Member(GroupMember):
     def _run(self) -> None:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-        def on_assign(consumer: Any, partitions: list[Any]) -> None:
-            self._event("assign", (tp.partition for tp in partitions))
-
-        def on_revoke(consumer: Any, partitions: list[Any]) -> None:
-            self._event("revoke", (tp.partition for tp in partitions))
-
-        def on_lost(consumer: Any, partitions: list[Any]) -> None:
-            self._event("lost", (tp.partition for tp in partitions))
-
         consumer = Consumer(self.conf())
         try:
-            consumer.subscribe(
-                [self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
-            )
+            consumer.subscribe([self.topic], **self.librdkafka_callbacks())
             while not self._should_stop():
                 msgs = consumer.consume(num_messages=self.batch, timeout=0.2)
                 self._set_assignment(tp.partition for tp in consumer.assignment())

@@ -113,6 +113,20 @@ def member(broker: BrokerProcess, topic: str, group: str, name: str, **kw: Any) 
     return Kip848Member(broker.bootstrap, topic, group, name, **kw)
 
 
+def more_load(load: Any) -> None:
+    """Wait until the background producer has sent two more batches."""
+    batches = load.batches
+    wait_until(lambda: load.batches >= batches + 2, TIMEOUT_S, "more load")
+
+
+def assert_exactly_once(produced: Any, members: list[Any]) -> None:
+    """Every record produced was consumed once across the members, none twice."""
+    wait_consumed(members, len(produced), TIMEOUT_S)
+    time.sleep(1.0)  # anything consumed twice would show up now
+    problems = exactly_once_problems(produced, all_seen(members))
+    assert problems == [], "\n".join(problems + [m.describe() for m in members])
+
+
 def describe(broker: BrokerProcess, group: str) -> Any:
     """The group as ConsumerGroupDescribe v1 reports it."""
     m = request_class(DESCRIBE, 1)
@@ -147,13 +161,8 @@ def test_group_grows_and_shrinks_under_load_exactly_once(broker: BrokerProcess) 
             wait_assignment([a, c], PARTITIONS, TIMEOUT_S, "b left: a and c")
             c.stop()
             wait_assignment([a], PARTITIONS, TIMEOUT_S, "c left: a alone")
-            batches = load.batches
-            wait_until(lambda: load.batches >= batches + 2, TIMEOUT_S, "more load")
-        produced = load.produced
-        wait_consumed(members, len(produced), TIMEOUT_S)
-        time.sleep(1.0)  # anything consumed twice would show up now
-        problems = exactly_once_problems(produced, all_seen(members))
-        assert problems == [], "\n".join(problems + [m.describe() for m in members])
+            more_load(load)
+        assert_exactly_once(load.produced, members)
         assert not a.commit_failures, a.commit_failures
     finally:
         stop_all(m for m in members if not m.closed.is_set())
@@ -440,13 +449,8 @@ def test_classic_group_is_upgraded_member_by_member(broker: BrokerProcess, assig
                 old.stop()
                 current.remove(old)
                 wait_assignment(current, PARTITIONS, TIMEOUT_S, f"c{i} left")
-            batches = load.batches
-            wait_until(lambda: load.batches >= batches + 2, TIMEOUT_S, "more load")
-        produced = load.produced
-        wait_consumed(members, len(produced), TIMEOUT_S)
-        time.sleep(1.0)
-        problems = exactly_once_problems(produced, all_seen(members))
-        assert problems == [], "\n".join(problems + [m.describe() for m in members])
+            more_load(load)
+        assert_exactly_once(load.produced, members)
         assert all(m.member_type == 1 for m in describe(broker, group).members)
     finally:
         stop_all(m for m in members if not m.closed.is_set())
@@ -474,13 +478,8 @@ def test_group_is_downgraded_when_the_last_consumer_member_leaves(broker: Broker
             listed = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30)
             assert group in {g.group_id for g in listed.valid}
             assert describe(broker, group).error_code == GROUP_ID_NOT_FOUND
-            batches = load.batches
-            wait_until(lambda: load.batches >= batches + 2, TIMEOUT_S, "more load")
-        produced = load.produced
-        wait_consumed(members, len(produced), TIMEOUT_S)
-        time.sleep(1.0)
-        problems = exactly_once_problems(produced, all_seen(members))
-        assert problems == [], "\n".join(problems + [m.describe() for m in members])
+            more_load(load)
+        assert_exactly_once(load.produced, members)
     finally:
         stop_all(m for m in members if not m.closed.is_set())
 
