@@ -234,13 +234,19 @@ def run_all(opts: Options, root: Path, pg_url: str | None, skip_pg: bool) -> lis
     server = PgServer()
     try:
         server.start()
-        for durable in (False, True):
-            server.restart(durable)
+        for durable, recycled in ((False, False), (True, False), (True, True)):
+            if not recycled:
+                server.restart(durable)
+            else:  # WAL for the whole run, then checkpoints: see PgServer.recycle_wal
+                server.recycle_wal(max(256, (opts.warmup + opts.commits) * opts.batches // 1000))
             s = server.settings()
             label = f"postgresql {s['version'].split()[0]} (fsync={s['fsync']}, "
             label += f"synchronous_commit={s['synchronous_commit']})"
-            db = server.new_database("bench_durable" if durable else "bench_nosync")
-            one(label, db, {"server": s}, server.cpu_seconds)
+            if durable:
+                label += ", WAL segments recycled" if recycled else ", new WAL segments"
+            name = "bench_recycled" if recycled else "bench_durable" if durable else "bench_nosync"
+            extra = {"server": s, "wal_segments_recycled": recycled}
+            one(label, server.new_database(name), extra, server.cpu_seconds)
     except Exception as exc:
         out.append({"coordinator": "postgresql", "error": f"{type(exc).__name__}: {exc}"})
     finally:

@@ -110,6 +110,35 @@ class PgServer:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url.rsplit("/", 1)[0] + "/" + name
 
+    def recycle_wal(self, mib: int) -> None:
+        """Write `mib` MiB of WAL, then checkpoint twice, so the segments it filled are
+        recycled for the timed run, as on a server that has been running for a while.
+
+        A fresh server has no recycled segments: every 16 MiB of WAL it creates and
+        zero-fills a new segment file and fsyncs it, and the commit that crosses the
+        boundary waits for that (8-15 ms more here, once per ~20 commits of 8 MiB
+        objects, i.e. the p99). A running server renames the segments a checkpoint frees
+        into future ones (`wal_recycle`, on by default), so it pays that only in its first
+        minutes."""
+        import psycopg
+
+        superuser = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        with psycopg.connect(superuser, autocommit=True) as conn:
+            conn.execute("CREATE TABLE bench_wal_pad (x text)")
+            for _ in range(max(1, mib // 16)):  # ~16 MiB of WAL per statement
+                conn.execute(
+                    "INSERT INTO bench_wal_pad"
+                    " SELECT repeat('x', 1000) FROM generate_series(1, 14000)"
+                )
+                conn.execute("TRUNCATE bench_wal_pad")
+            conn.execute("DROP TABLE bench_wal_pad")
+            conn.execute("CHECKPOINT")
+            conn.execute("CHECKPOINT")
+
+    def wal_segments(self) -> int:
+        """WAL segment files in pg_wal (new and recycled)."""
+        return sum(1 for f in (self.dir / "data" / "pg_wal").iterdir() if len(f.name) == 24)
+
     def stop(self) -> None:
         subprocess.run(
             ["bash", str(SCRIPT), "stop", str(self.dir)], capture_output=True, timeout=120
