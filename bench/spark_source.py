@@ -34,16 +34,15 @@ from report import render
 TOPIC = "spark-bench"
 
 
-def spark_session(master: str, lakelog_conf: bool = True) -> Any:
+def spark_session(master: str) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from lakelog.spark import SPARK_CONF, register
+    from lakelog.spark import register
 
     spark = (
         SparkSession.builder.master(master)
-        .config(map=SPARK_CONF if lakelog_conf else {})
         .appName("lakelog-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -67,11 +66,6 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     parser.add_argument(
         "--warm-up", action="store_true", help="lakelog.spark.warm_up before the first read"
-    )
-    parser.add_argument(
-        "--no-spark-conf",
-        action="store_true",
-        help="leave out lakelog.spark.SPARK_CONF (pyspark's own worker daemon)",
     )
     args = parser.parse_args()
 
@@ -99,7 +93,7 @@ def main() -> int:
 
         settings = Settings(data_dir=broker.data_dir)
         started = time.perf_counter()
-        spark = spark_session(args.master, lakelog_conf=not args.no_spark_conf)
+        spark = spark_session(args.master)
         results["spark_start_s"] = round(time.perf_counter() - started, 1)
         if args.warm_up:
             from lakelog.spark import warm_up

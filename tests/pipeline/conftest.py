@@ -56,18 +56,16 @@ SPARK_CONF = {
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    """A local[2] SparkSession for one test module, with the lakelog source registered and
-    configured as users are told to (`lakelog.spark.SPARK_CONF`)."""
+    """A local[2] SparkSession for one test module, with the lakelog source registered."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from lakelog.spark import SPARK_CONF as LAKELOG_SPARK_CONF
     from lakelog.spark import register
 
     builder = SparkSession.builder.master("local[2]").appName("lakelog-tests")
-    for key, value in (SPARK_CONF | LAKELOG_SPARK_CONF).items():
+    for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

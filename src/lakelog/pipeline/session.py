@@ -51,9 +51,7 @@ def build_session(master: str | None = None, app_name: str = "lakelog-pipeline")
     """A SparkSession for a job (or the existing one, which `getOrCreate` returns).
 
     Loopback and no UI in local mode: a laptop or CI box needs no network setup and no
-    port; executors run this interpreter, so they import the same lakelog. Python workers
-    are forked from `lakelog.spark.daemon` (`lakelog.spark.SPARK_CONF`), so the first job
-    does not wait for each of them to import pyarrow and lakelog."""
+    port; executors run this interpreter, so they import the same lakelog."""
     resolved = resolve_master(master)
     local = resolved is None or resolved.startswith("local")
     if local:
@@ -62,9 +60,7 @@ def build_session(master: str | None = None, app_name: str = "lakelog-pipeline")
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from lakelog.spark import SPARK_CONF
-
-    builder = SparkSession.builder.appName(app_name).config(map=SPARK_CONF)
+    builder = SparkSession.builder.appName(app_name)
     if resolved is not None:
         builder = builder.master(resolved)
     builder = (

@@ -9,12 +9,8 @@
 
 Options and columns follow Spark's Kafka source (see `lakelog.spark.options`); the same
 works with `spark.readStream`. `register` makes the short name "lakelog" known to the
-session; `spark.dataSource.register(LakelogDataSource)` is the same thing.
-
-Build the session with `SPARK_CONF` (`SparkSession.builder.config(map=SPARK_CONF)`, or
-`--conf spark.python.daemon.module=lakelog.spark.daemon` to spark-submit) so Spark's Python
-workers start with lakelog already imported (`lakelog.spark.daemon`). `warm_up` starts them
-ahead of the first read.
+session; `spark.dataSource.register(LakelogDataSource)` is the same thing. `warm_up`
+starts Spark's Python workers for the source ahead of the first read.
 """
 
 from __future__ import annotations
@@ -28,13 +24,7 @@ from lakelog.spark.source import SCHEMA, LakelogDataSource, WarmUpSource
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SCHEMA", "SPARK_CONF", "LakelogDataSource", "register", "warm_up"]
-
-SPARK_CONF = {"spark.python.daemon.module": "lakelog.spark.daemon"}
-"""Confs for a SparkSession that reads lakelog or runs its pipeline jobs; they must be set
-before the session starts. Spark forks its Python task workers from `lakelog.spark.daemon`,
-which imports pyarrow and lakelog's reader once, instead of every worker importing them
-(~0.5 s each) on the first read."""
+__all__ = ["SCHEMA", "LakelogDataSource", "register", "warm_up"]
 
 
 def register(spark: SparkSession) -> None:
@@ -47,8 +37,8 @@ def warm_up(spark: SparkSession, *, background: bool = False) -> threading.Threa
 
     On a fresh local[2] session the first `format("lakelog")` read and the first pipeline
     job wait for Spark to start its Python processes (one per planning step, and the task
-    workers; with `SPARK_CONF` the task workers start with lakelog imported), and for the
-    JVM's first run of that code. Spark keeps two pools of reusable
+    workers, which import lakelog) and for the JVM's first run of that code. Spark keeps
+    two pools of reusable
     Python workers, one for data sources and one for RDD jobs (the pipeline's tasks): this
     reads a tiny built-in data source (lakelog_warm_up, one row per core) and runs one tiny
     RDD job at the same time, both importing lakelog. Blocks until done, or with
