@@ -37,6 +37,9 @@ __all__ = [
     "RecordColumns",
     "RecordDecodeError",
     "decode_batch",
+    "numpy_array",
+    "numpy_values",
+    "repeated_string",
 ]
 
 CREATE_TIME = 0
@@ -288,9 +291,9 @@ class RecordColumns:
             raise RecordDecodeError("record fields do not fill the record length")
         return pa.RecordBatch.from_arrays(
             [
-                pa.array(offsets, pa.int64()),
-                pa.array(timestamps, pa.int64()),
-                pa.array(ts_types.astype(np.int32), pa.int32()),
+                numpy_array(offsets, pa.int64()),
+                numpy_array(timestamps, pa.int64()),
+                numpy_array(ts_types, pa.int32()),
                 _binary(buf, data, key_start, key_len),
                 _binary(buf, data, value_start, value_len),
                 _headers(joined, pos, ends, header_count, n),
@@ -314,8 +317,59 @@ class RecordColumns:
 
 _PAD = 16
 _INLINE = 12
+_NUMPY_TYPES = {pa.int32(): np.int32, pa.int64(): np.int64}
 """Binary views hold values of up to 12 bytes inline, longer ones by buffer offset."""
 _MAX_OFFSET = (1 << 63) - 1
+
+
+# Arrays are built from buffers rather than with `pa.array`, `pa.scalar` or `pa.repeat`:
+# the first of those calls in a process imports pandas when it is installed (pyarrow checks
+# for pandas objects), ~0.2 s that every fresh Spark worker paid on its first read.
+
+
+def numpy_array(values: np.ndarray, type: pa.DataType) -> pa.Array:
+    """A non-null Arrow array of `type` (32/64-bit integers or timestamps) over `values`,
+    without a copy when they already have the matching integer dtype."""
+    width = type.bit_width
+    data = np.ascontiguousarray(values, dtype=np.int64 if width == 64 else np.int32)
+    if data.dtype.itemsize * 8 != width:
+        raise TypeError(f"numpy_array: {type} is not a 32 or 64-bit type")
+    return pa.Array.from_buffers(type, len(data), [None, pa.py_buffer(data)])
+
+
+def numpy_values(array: pa.Array) -> np.ndarray:
+    """The values of a non-null fixed-width Arrow array as a read-only numpy view."""
+    dtype = _NUMPY_TYPES.get(array.type, np.int64 if array.type.bit_width == 64 else np.int32)
+    size = np.dtype(dtype).itemsize
+    return np.frombuffer(
+        array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * size
+    )
+
+
+def repeated_string(text: str, count: int) -> pa.Array:
+    """`count` copies of `text` as an Arrow string array."""
+    encoded = text.encode()
+    offsets = np.arange(count + 1, dtype=np.int32) * np.int32(len(encoded))
+    return pa.Array.from_buffers(
+        pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(encoded * count)]
+    )
+
+
+def _binaries(items: list[bytes | None], type: pa.DataType) -> pa.Array:
+    """A binary or string array of `items` (None: null)."""
+    n = len(items)
+    lengths = np.fromiter((0 if b is None else len(b) for b in items), dtype=np.int32, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    valid = np.fromiter((b is not None for b in items), dtype=bool, count=n)
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    data = b"".join(b for b in items if b is not None)
+    return pa.Array.from_buffers(
+        type,
+        n,
+        [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+        null_count=n - int(valid.sum()),
+    )
 
 
 def _offsets_and_times(
@@ -387,12 +441,12 @@ def _headers(
     with_headers = np.flatnonzero(counts > 0)
     if not with_headers.size:
         return pa.ListArray.from_arrays(
-            pa.array(np.zeros(n + 1, dtype=np.int32)),
-            pa.array([], HEADER_TYPE.value_type),
+            numpy_array(np.zeros(n + 1, dtype=np.int32), pa.int32()),
+            pa.nulls(0, HEADER_TYPE.value_type),
             type=HEADER_TYPE,
         )
     sizes = np.zeros(n, dtype=np.int32)
-    names: list[str] = []
+    names: list[bytes | None] = []
     values: list[bytes | None] = []
     try:
         for i in with_headers.tolist():
@@ -401,7 +455,7 @@ def _headers(
                 name_len, at = _varint(body, at)
                 if name_len < 0:
                     raise RecordDecodeError("null header key")
-                names.append(body[at : at + name_len].decode("utf-8", "replace"))
+                names.append(body[at : at + name_len].decode("utf-8", "replace").encode())
                 at += name_len
                 value_len, at = _varint(body, at)
                 if value_len < 0:
@@ -417,10 +471,10 @@ def _headers(
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(sizes, out=offsets[1:])
     entries = pa.StructArray.from_arrays(
-        [pa.array(names, pa.string()), pa.array(values, pa.binary())],
+        [_binaries(names, pa.string()), _binaries(values, pa.binary())],
         fields=list(HEADER_TYPE.value_type),
     )
-    return pa.ListArray.from_arrays(pa.array(offsets), entries, type=HEADER_TYPE)
+    return pa.ListArray.from_arrays(numpy_array(offsets, pa.int32()), entries, type=HEADER_TYPE)
 
 
 def decode_batch(

@@ -35,9 +35,10 @@ def register(spark: SparkSession) -> None:
 def warm_up(spark: SparkSession, *, background: bool = False) -> threading.Thread | None:
     """Start Spark's Python workers now, so the first read or pipeline job does not pay.
 
-    On a fresh local[2] session most of the first `format("lakelog")` read (several
-    seconds) and ~2 s of the first pipeline job are Spark starting Python processes and
-    lakelog being imported in them, whatever is read. Spark keeps two pools of reusable
+    On a fresh local[2] session the first `format("lakelog")` read and the first pipeline
+    job wait for Spark to start its Python processes (one per planning step, and the task
+    workers, which import lakelog) and for the JVM's first run of that code. Spark keeps
+    two pools of reusable
     Python workers, one for data sources and one for RDD jobs (the pipeline's tasks): this
     reads a tiny built-in data source (lakelog_warm_up, one row per core) and runs one tiny
     RDD job at the same time, both importing lakelog. Blocks until done, or with

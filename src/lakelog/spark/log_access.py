@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from lakelog.coordinator import (
@@ -20,16 +21,20 @@ from lakelog.coordinator import (
     open_coordinator,
 )
 from lakelog.errors import ErrorCode
-from lakelog.protocol.record_reader import first_offset_at_or_after
 from lakelog.spark.offsets import PartitionBounds, TopicPartition
 from lakelog.spark.options import Connection
-from lakelog.storage.store import ObjectStorage
+
+if TYPE_CHECKING:
+    from lakelog.storage.store import ObjectStorage
 
 __all__ = ["LogSession", "offsets_for_timestamp", "partition_bounds"]
 
 
 class LogSession:
-    """`async with LogSession(conn) as log:` gives `log.coordinator` and `log.storage`."""
+    """`async with LogSession(conn) as log:` gives `log.coordinator` and `log.storage`.
+
+    The object store is opened on first use: planning a read mostly needs only the
+    coordinator, and Spark plans in a fresh process that would otherwise import it."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -43,11 +48,14 @@ class LogSession:
 
     @property
     def storage(self) -> ObjectStorage:
-        assert self._storage is not None, "LogSession used outside `async with`"
+        assert self._coordinator is not None, "LogSession used outside `async with`"
+        if self._storage is None:
+            from lakelog.storage.store import ObjectStorage
+
+            self._storage = ObjectStorage.from_url(self.connection.storage_url)
         return self._storage
 
     async def __aenter__(self) -> LogSession:
-        self._storage = ObjectStorage.from_url(self.connection.storage_url)
         coordinator = open_coordinator(self.connection.coordinator_url)
         await coordinator.start()
         self._coordinator = coordinator
@@ -111,6 +119,8 @@ async def offsets_for_timestamp(
         offset = result.offset
         coord = result.batch
         if coord is not None and coord.timestamp_type != TimestampType.LOG_APPEND_TIME:
+            from lakelog.protocol.record_reader import first_offset_at_or_after
+
             data = await storage.get_range(
                 coord.object_key, coord.byte_offset, coord.byte_offset + coord.byte_size
             )

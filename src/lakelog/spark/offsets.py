@@ -17,7 +17,9 @@ from typing import Literal
 
 __all__ = [
     "EARLIEST",
+    "FROM_LOG_START",
     "LATEST",
+    "OffsetRange",
     "OffsetSpec",
     "PartitionBounds",
     "TopicPartition",
@@ -30,8 +32,24 @@ __all__ = [
 
 EARLIEST = -2
 LATEST = -1
+FROM_LOG_START = -2
+"""`OffsetRange.start` for a partition first seen by a stream: wherever its log starts."""
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """What one Spark task reads. Here, not in `range_reader`, so planning (which only
+    makes these) does not import the reading code."""
+
+    topic: str
+    topic_id: str
+    partition: int
+    start: int
+    """First offset to read, or FROM_LOG_START."""
+    end: int
+    """First offset not to read."""
 
 
 @dataclass(frozen=True, slots=True)

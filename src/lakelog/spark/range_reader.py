@@ -22,15 +22,24 @@ import pyarrow as pa
 from lakelog.coordinator import BatchCoordinate, FindBatchesRequest, TimestampType
 from lakelog.errors import ErrorCode
 from lakelog.fetch.reader import plan_ranges, read_spans
-from lakelog.pipeline.records import HEADER_TYPE, RecordColumns, RecordDecodeError
+from lakelog.pipeline.records import (
+    HEADER_TYPE,
+    RecordColumns,
+    RecordDecodeError,
+    numpy_array,
+    numpy_values,
+    repeated_string,
+)
 from lakelog.protocol.batch_runs import batches_in_range
 from lakelog.protocol.records import InvalidBatch
 from lakelog.spark.aborted import AbortedFilter
 from lakelog.spark.log_access import LogSession
+from lakelog.spark.offsets import FROM_LOG_START, OffsetRange
 from lakelog.spark.options import Connection
 from lakelog.storage.store import ObjectStorage
 
 __all__ = [
+    "FROM_LOG_START",
     "SPARK_ARROW_SCHEMA",
     "DataLossError",
     "OffsetRange",
@@ -41,8 +50,6 @@ __all__ = [
 ]
 
 MAX_PARALLEL_OBJECT_READS = 16
-FROM_LOG_START = -2
-"""`OffsetRange.start` for a partition first seen by a stream: wherever its log starts."""
 
 SPARK_ARROW_SCHEMA = pa.schema(
     [
@@ -62,17 +69,6 @@ SPARK_ARROW_SCHEMA = pa.schema(
 class DataLossError(RuntimeError):
     """Offsets the query planned to read are gone (retention, DeleteRecords, a deleted
     topic); raised only with failOnDataLoss=true, as Spark's Kafka source does."""
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetRange:
-    topic: str
-    topic_id: str
-    partition: int
-    start: int
-    """First offset to read, or FROM_LOG_START."""
-    end: int
-    """First offset not to read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,19 +169,19 @@ async def _read_batches(
 def to_spark_arrow(columns: RecordColumns, topic: str, partition: int) -> pa.RecordBatch:
     """One page of records as a record batch of `SPARK_ARROW_SCHEMA`.
 
-    numpy and `pa.repeat` rather than pyarrow.compute: importing that costs every new
-    Spark Python worker ~0.1 s, paid on the first read."""
+    numpy and Arrow buffers, not `pa.array`/`pa.repeat`/`to_numpy`: the first of those in
+    a process imports pandas (see `lakelog.pipeline.records.numpy_array`)."""
     rec = columns.to_arrow()
     rows = rec.num_rows
-    micros = rec.column("timestamp").to_numpy() * 1000
+    micros = numpy_values(rec.column("timestamp")) * 1000
     return pa.RecordBatch.from_arrays(
         [
             rec.column("key"),
             rec.column("value"),
-            pa.repeat(pa.scalar(topic, pa.string()), rows),
-            pa.array(np.full(rows, partition, dtype=np.int32), pa.int32()),
+            repeated_string(topic, rows),
+            numpy_array(np.full(rows, partition, dtype=np.int32), pa.int32()),
             rec.column("offset"),
-            pa.array(micros, pa.timestamp("us", tz="UTC")),
+            numpy_array(micros, pa.timestamp("us", tz="UTC")),
             rec.column("timestampType"),
             rec.column("headers"),
         ],

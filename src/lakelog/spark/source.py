@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -29,8 +28,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lakelog.spark.log_access import LogSession, offsets_for_timestamp, partition_bounds
 from lakelog.spark.offsets import (
+    FROM_LOG_START,
+    OffsetRange,
     OffsetSpec,
     PartitionBounds,
     TopicPartition,
@@ -40,13 +40,16 @@ from lakelog.spark.offsets import (
     resolve,
 )
 from lakelog.spark.options import SourceOptions, parse_options
-from lakelog.spark.range_reader import (
-    FROM_LOG_START,
-    OffsetRange,
-    ReadSettings,
-    iter_range_batches,
-    to_spark_arrow,
-)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lakelog.spark.log_access import LogSession
+
+# Spark runs each step of a read in a fresh Python process (the source's schema, then its
+# partitions, then the reading tasks), and every one of them imports this module: what
+# only reading needs (pyarrow, the decoder, object storage) and what only planning needs
+# (the coordinator) is imported where it is used, not here.
 
 __all__ = ["SCHEMA", "LakelogDataSource", "RangePartition", "WarmUpSource"]
 
@@ -81,25 +84,32 @@ class LakelogDataSource(DataSource):
         return LakelogStreamReader(parse_options(self.options, streaming=True))
 
 
-def _read_settings(options: SourceOptions) -> ReadSettings:
-    return ReadSettings(
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, RangePartition):
+        # Nothing to read: Spark still runs one task, with a placeholder partition.
+        return
+    from lakelog.spark.range_reader import ReadSettings, iter_range_batches, to_spark_arrow
+
+    settings = ReadSettings(
         options.connection,
         read_committed=options.read_committed,
         fail_on_data_loss=options.fail_on_data_loss,
         max_bytes=options.fetch_max_bytes,
     )
-
-
-def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    if not isinstance(partition, RangePartition):
-        # Nothing to read: Spark still runs one task, with a placeholder partition.
-        return
     rng = partition.range
-    for columns in iter_range_batches(rng, _read_settings(options)):
+    for columns in iter_range_batches(rng, settings):
         yield to_spark_arrow(columns, rng.topic, rng.partition)
 
 
+def _log_session(options: SourceOptions) -> LogSession:
+    from lakelog.spark.log_access import LogSession
+
+    return LogSession(options.connection)
+
+
 async def _bounds(log: LogSession, options: SourceOptions) -> list[PartitionBounds]:
+    from lakelog.spark.log_access import partition_bounds
+
     return await partition_bounds(
         log.coordinator, options.topics, read_committed=options.read_committed
     )
@@ -113,6 +123,8 @@ async def _by_timestamp(
     *,
     missing_is_error: bool,
 ) -> dict[TopicPartition, int]:
+    from lakelog.spark.log_access import offsets_for_timestamp
+
     found = await offsets_for_timestamp(
         log.coordinator, log.storage, bounds, timestamp, read_committed=options.read_committed
     )
@@ -158,7 +170,7 @@ class LakelogBatchReader(DataSourceReader):
 
     async def _plan(self) -> list[OffsetRange]:
         options = self.options
-        async with LogSession(options.connection) as log:
+        async with _log_session(options) as log:
             bounds = await _bounds(log, options)
             start = await _starting(log, options, bounds, OffsetSpec("earliest"))
             if options.ending_timestamp is not None:
@@ -193,7 +205,7 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- planning (Spark's planner process)
     def initialOffset(self) -> dict[str, Any]:
         async def plan() -> dict[TopicPartition, int]:
-            async with LogSession(self.options.connection) as log:
+            async with _log_session(self.options) as log:
                 bounds = await _bounds(log, self.options)
                 return await _starting(log, self.options, bounds, OffsetSpec("latest"))
 
@@ -248,7 +260,7 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _current_bounds(self) -> list[PartitionBounds]:
         async def fetch() -> list[PartitionBounds]:
-            async with LogSession(self.options.connection) as log:
+            async with _log_session(self.options) as log:
                 return await _bounds(log, self.options)
 
         bounds = asyncio.run(fetch())
@@ -283,11 +295,19 @@ class WarmUpSource(DataSource):
 
 
 class _WarmUpReader(DataSourceReader):
+    """Imports what a real read's planning and reading steps import (this module alone no
+    longer brings them in), so the warmed processes have them."""
+
     def __init__(self, partitions: int) -> None:
         self.count = partitions
 
     def partitions(self) -> Sequence[InputPartition]:
+        import lakelog.config
+        import lakelog.spark.log_access  # noqa: F401
+
         return [_WarmUpPartition(i) for i in range(self.count)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
+        import lakelog.spark.range_reader  # noqa: F401
+
         yield (1,)
