@@ -317,8 +317,8 @@ class RecordColumns:
 
 _PAD = 16
 _INLINE = 12
-_NUMPY_TYPES = {pa.int32(): np.int32, pa.int64(): np.int64}
 """Binary views hold values of up to 12 bytes inline, longer ones by buffer offset."""
+_NUMPY_TYPES = {pa.int32(): np.int32, pa.int64(): np.int64}
 _MAX_OFFSET = (1 << 63) - 1
 
 
