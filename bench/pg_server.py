@@ -135,10 +135,6 @@ class PgServer:
             conn.execute("CHECKPOINT")
             conn.execute("CHECKPOINT")
 
-    def wal_segments(self) -> int:
-        """WAL segment files in pg_wal (new and recycled)."""
-        return sum(1 for f in (self.dir / "data" / "pg_wal").iterdir() if len(f.name) == 24)
-
     def stop(self) -> None:
         subprocess.run(
             ["bash", str(SCRIPT), "stop", str(self.dir)], capture_output=True, timeout=120

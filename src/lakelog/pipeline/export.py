@@ -39,9 +39,9 @@ import pyarrow.parquet as pq
 from lakelog.pipeline.progress import JobSummary, NullProgress, Progress
 from lakelog.pipeline.records import HEADER_TYPE, RecordColumns
 from lakelog.spark.log_access import LogSession, partition_bounds
-from lakelog.spark.offsets import PartitionBounds
+from lakelog.spark.offsets import OffsetRange, PartitionBounds
 from lakelog.spark.options import Connection
-from lakelog.spark.range_reader import OffsetRange, ReadSettings, iter_range_batches
+from lakelog.spark.range_reader import ReadSettings, iter_range_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

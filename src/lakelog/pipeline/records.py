@@ -318,7 +318,6 @@ class RecordColumns:
 _PAD = 16
 _INLINE = 12
 """Binary views hold values of up to 12 bytes inline, longer ones by buffer offset."""
-_NUMPY_TYPES = {pa.int32(): np.int32, pa.int64(): np.int64}
 _MAX_OFFSET = (1 << 63) - 1
 
 
@@ -339,7 +338,7 @@ def numpy_array(values: np.ndarray, type: pa.DataType) -> pa.Array:
 
 def numpy_values(array: pa.Array) -> np.ndarray:
     """The values of a non-null fixed-width Arrow array as a read-only numpy view."""
-    dtype = _NUMPY_TYPES.get(array.type, np.int64 if array.type.bit_width == 64 else np.int32)
+    dtype = np.int64 if array.type.bit_width == 64 else np.int32
     size = np.dtype(dtype).itemsize
     return np.frombuffer(
         array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * size

@@ -38,12 +38,11 @@ def warm_up(spark: SparkSession, *, background: bool = False) -> threading.Threa
     On a fresh local[2] session the first `format("lakelog")` read and the first pipeline
     job wait for Spark to start its Python processes (one per planning step, and the task
     workers, which import lakelog) and for the JVM's first run of that code. Spark keeps
-    two pools of reusable
-    Python workers, one for data sources and one for RDD jobs (the pipeline's tasks): this
-    reads a tiny built-in data source (lakelog_warm_up, one row per core) and runs one tiny
-    RDD job at the same time, both importing lakelog. Blocks until done, or with
-    `background=True` runs on a daemon thread (returned) so the caller can do other work
-    meanwhile; a failed background warm-up only means the first job pays for start-up."""
+    two pools of reusable Python workers, one for data sources and one for RDD jobs (the
+    pipeline's tasks): this reads a tiny built-in data source (lakelog_warm_up, one row per
+    core) and runs one tiny RDD job at the same time, both importing lakelog. Blocks until
+    done, or with `background=True` runs on a daemon thread (returned) so the caller can do
+    other work meanwhile; a failed background warm-up only means the first job pays for start-up."""
     spark.dataSource.register(WarmUpSource)
     slots = max(spark.sparkContext.defaultParallelism, 1)
 

@@ -39,10 +39,8 @@ from lakelog.spark.options import Connection
 from lakelog.storage.store import ObjectStorage
 
 __all__ = [
-    "FROM_LOG_START",
     "SPARK_ARROW_SCHEMA",
     "DataLossError",
-    "OffsetRange",
     "ReadSettings",
     "iter_range_batches",
     "read_range",
