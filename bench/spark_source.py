@@ -34,21 +34,31 @@ from report import render
 TOPIC = "spark-bench"
 
 
+def jvm_archive_state() -> str:
+    """Whether this run's JVM maps the class archive (lakelog.spark.jvm_cache)."""
+    from lakelog.spark import jvm_cache
+
+    archive = jvm_cache.archive_path()
+    if archive is None:
+        return "off"
+    return "used" if archive.is_file() else "none yet: written when this run exits"
+
+
 def spark_session(master: str) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from lakelog.spark import register
+    from lakelog.spark import get_or_create, register
 
-    spark = (
+    builder = (
         SparkSession.builder.master(master)
         .appName("lakelog-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
-        .getOrCreate()
     )
+    spark = get_or_create(builder)
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -92,6 +102,7 @@ def main() -> int:
         payload = (n + 1) * args.record_bytes / MiB  # + the warm-up record
 
         settings = Settings(data_dir=broker.data_dir)
+        results["jvm_archive"] = jvm_archive_state()
         started = time.perf_counter()
         spark = spark_session(args.master)
         results["spark_start_s"] = round(time.perf_counter() - started, 1)
@@ -142,6 +153,7 @@ def main() -> int:
         ("payload MiB", f"{payload:.0f} ({args.codec}, {args.partitions} partitions)"),
         ("produce MiB/s", f"{results['produce']['mib_s']}"),
         ("Spark session start s", f"{results['spark_start_s']}"),
+        ("JVM class archive", results["jvm_archive"]),
     ]
     if "warm_up_s" in results:
         rows.append(("warm-up s (lakelog.spark.warm_up)", f"{results['warm_up_s']}"))

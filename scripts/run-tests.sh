@@ -48,6 +48,9 @@ pg_port=$($BIN/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 LAKELOG_TEST_POSTGRES_URL=$(bash scripts/postgres.sh start "$pgdir" "$pg_port")
 export LAKELOG_TEST_POSTGRES_URL
 
+# Spark's JVM class archive (lakelog.spark.jvm_cache): one for this run, not the user's.
+export LAKELOG_SPARK_JVM_CACHE="$workdir/spark-jvm"
+
 if [ $# -gt 0 ]; then
   # A chosen subset (development): no lint, so work in progress elsewhere cannot block it.
   $BIN/python -m pytest -q -p no:cacheprovider "$@"

@@ -62,9 +62,10 @@ def spark() -> Iterator[SparkSession]:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from lakelog.spark import register
+    from lakelog.spark import SPARK_CONF, register
 
     builder = SparkSession.builder.master("local[2]").appName("lakelog-tests")
+    builder = builder.config(map=SPARK_CONF)
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

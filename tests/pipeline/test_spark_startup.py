@@ -7,11 +7,18 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from lakelog.pipeline.records import numpy_array, numpy_values, repeated_string
+from lakelog.spark_daemon import redundant_zips
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def _fresh_python(code: str) -> str:
@@ -86,3 +93,28 @@ def test_buffer_built_arrays_equal_pa_array() -> None:
     assert numpy_values(sliced).tolist() == [2, 3]
     assert repeated_string("topic", 3).equals(pa.array(["topic"] * 3, pa.string()))
     assert repeated_string("t", 0).equals(pa.array([], pa.string()))
+
+
+def test_daemon_drops_only_the_zips_of_the_installed_pyspark(tmp_path: Path) -> None:
+    import pyspark
+
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    ours = [str(lib / "pyspark.zip"), str(lib / f"py4j-{version('py4j')}-src.zip")]
+    foreign = [str(tmp_path / "pyspark.zip"), str(lib / "py4j-0.0.1-src.zip")]
+    path = [*ours, *foreign, *sys.path]
+    assert redundant_zips(path) == ours
+    # Without an installed pyspark elsewhere on the path, the zips are all there is.
+    assert redundant_zips([*ours, str(tmp_path)]) == []
+
+
+def test_task_workers_import_the_installed_pyspark(spark: SparkSession) -> None:
+    # Spark puts pyspark.zip first on its workers' path; through lakelog.spark_daemon
+    # (SPARK_CONF, set by the `spark` fixture as by get_or_create) they import the
+    # installed, compiled copy.
+    def where(_: int) -> str:
+        import pyspark
+
+        return pyspark.__file__ or ""
+
+    files = spark.sparkContext.parallelize(range(2), 2).map(where).collect()
+    assert files and all(".zip" not in f and f.endswith("__init__.py") for f in files), files

@@ -11,6 +11,8 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from lakelog.spark import SPARK_CONF, get_or_create
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -51,7 +53,8 @@ def build_session(master: str | None = None, app_name: str = "lakelog-pipeline")
     """A SparkSession for a job (or the existing one, which `getOrCreate` returns).
 
     Loopback and no UI in local mode: a laptop or CI box needs no network setup and no
-    port; executors run this interpreter, so they import the same lakelog."""
+    port; executors run this interpreter, so they import the same lakelog. The driver JVM
+    maps this machine's class archive (`lakelog.spark.jvm_cache`) to start faster."""
     resolved = resolve_master(master)
     local = resolved is None or resolved.startswith("local")
     if local:
@@ -73,6 +76,9 @@ def build_session(master: str | None = None, app_name: str = "lakelog-pipeline")
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
         )
-    session = builder.getOrCreate()
+    if under_spark_submit():  # the JVM is running already: only the confs apply
+        session = builder.config(map=SPARK_CONF).getOrCreate()
+    else:
+        session = get_or_create(builder)
     session.sparkContext.setLogLevel("WARN")
     return session

@@ -11,6 +11,10 @@ Options and columns follow Spark's Kafka source (see `lakelog.spark.options`); t
 works with `spark.readStream`. `register` makes the short name "lakelog" known to the
 session; `spark.dataSource.register(LakelogDataSource)` is the same thing. `warm_up`
 starts Spark's Python workers for the source ahead of the first read.
+
+`get_or_create(builder)` in place of `builder.getOrCreate()` starts the session faster: the
+driver JVM maps a class archive (`jvm_cache`) and task workers import pyspark's compiled
+modules (`SPARK_CONF`, `lakelog.spark_daemon`).
 """
 
 from __future__ import annotations
@@ -19,12 +23,23 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING
 
+from lakelog.spark import jvm_cache
 from lakelog.spark.source import SCHEMA, LakelogDataSource, WarmUpSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SCHEMA", "LakelogDataSource", "register", "warm_up"]
+__all__ = ["SCHEMA", "SPARK_CONF", "LakelogDataSource", "get_or_create", "register", "warm_up"]
+
+SPARK_CONF = {"spark.python.daemon.module": "lakelog.spark_daemon"}
+"""Confs for a session that reads lakelog or runs its pipeline jobs, set before it starts:
+Spark's task workers then import the installed pyspark, not its zipped sources."""
+
+
+def get_or_create(builder: SparkSession.Builder) -> SparkSession:
+    """`builder.getOrCreate()` with `SPARK_CONF` and the JVM class archive (`jvm_cache`).
+    A session (or JVM) already running in this process is returned as it is."""
+    return jvm_cache.get_or_create(builder.config(map=SPARK_CONF))
 
 
 def register(spark: SparkSession) -> None:
