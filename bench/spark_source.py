@@ -44,7 +44,7 @@ def jvm_archive_state() -> str:
     return "used" if archive.is_file() else "none yet: written when this run exits"
 
 
-def spark_session(master: str) -> Any:
+def spark_session(master: str, plain: bool = False) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -58,7 +58,7 @@ def spark_session(master: str) -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
     )
-    spark = get_or_create(builder)
+    spark = builder.getOrCreate() if plain else get_or_create(builder)
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -76,6 +76,12 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     parser.add_argument(
         "--warm-up", action="store_true", help="lakelog.spark.warm_up before the first read"
+    )
+    parser.add_argument(
+        "--plain-session",
+        action="store_true",
+        help="builder.getOrCreate() instead of lakelog.spark.get_or_create (no JVM class "
+        "archive, pyspark's own worker daemon): the start-up before those",
     )
     args = parser.parse_args()
 
@@ -102,9 +108,10 @@ def main() -> int:
         payload = (n + 1) * args.record_bytes / MiB  # + the warm-up record
 
         settings = Settings(data_dir=broker.data_dir)
-        results["jvm_archive"] = jvm_archive_state()
+        plain = args.plain_session
+        results["jvm_archive"] = "off (--plain-session)" if plain else jvm_archive_state()
         started = time.perf_counter()
-        spark = spark_session(args.master)
+        spark = spark_session(args.master, plain)
         results["spark_start_s"] = round(time.perf_counter() - started, 1)
         if args.warm_up:
             from lakelog.spark import warm_up

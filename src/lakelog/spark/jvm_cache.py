@@ -109,11 +109,12 @@ def java_options() -> JvmOptions:
     _drop_abandoned(directory, key)
     if any(_alive(pid) for _, pid in _writes(directory, key)):
         return JvmOptions()
-    try:
+    writing = directory / f"{key}.{os.getpid()}.writing"
+    try:  # the claim (the JVM writes over it as it exits)
         directory.mkdir(parents=True, exist_ok=True)
+        writing.touch()
     except OSError:
         return JvmOptions()
-    writing = directory / f"{key}.{os.getpid()}.writing"
     return JvmOptions(f"-XX:ArchiveClassesAtExit={writing} {QUIET}", writing=writing)
 
 
@@ -179,8 +180,8 @@ def _spark_jars() -> Path | None:
 
 
 def _writes(directory: Path, key: str) -> list[tuple[Path, int]]:
-    """Archives being written (or left behind by a process that died), with the pid of
-    the process that asked for them."""
+    """Claims to write the archive (or what a process that died left of one), with the
+    pid of the process that made them."""
     found = []
     with contextlib.suppress(OSError):
         for path in directory.glob(f"{key}.*.writing"):
