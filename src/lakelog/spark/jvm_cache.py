@@ -20,6 +20,7 @@ import atexit
 import contextlib
 import hashlib
 import importlib.util
+import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 ENV = "LAKELOG_SPARK_JVM_CACHE"
 OFF = ("off", "0", "false", "no")
@@ -144,6 +147,7 @@ def _finish_writing(writing: Path) -> None:
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None)
     written = False
+    log.info("saving Spark's JVM class archive to %s (once; later sessions start faster)", writing)
     try:
         if SparkContext._active_spark_context is not None:
             SparkContext._active_spark_context.stop()
