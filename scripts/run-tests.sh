@@ -48,8 +48,8 @@ pg_port=$($BIN/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 LAKELOG_TEST_POSTGRES_URL=$(bash scripts/postgres.sh start "$pgdir" "$pg_port")
 export LAKELOG_TEST_POSTGRES_URL
 
-# Spark's JVM class archive (lakelog.spark.jvm_cache): one for this run, not the user's.
-export LAKELOG_SPARK_JVM_CACHE="$workdir/spark-jvm"
+# Spark start-up files (lakelog.spark.jvm_cache, python_launcher): this run's, not the user's.
+export LAKELOG_SPARK_CACHE="$workdir/spark-cache"
 
 if [ $# -gt 0 ]; then
   # A chosen subset (development): no lint, so work in progress elsewhere cannot block it.

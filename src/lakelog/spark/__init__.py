@@ -13,17 +13,21 @@ session; `spark.dataSource.register(LakelogDataSource)` is the same thing. `warm
 starts Spark's Python workers for the source ahead of the first read.
 
 `get_or_create(builder)` in place of `builder.getOrCreate()` starts the session faster: the
-driver JVM maps a class archive (`jvm_cache`) and task workers import pyspark's compiled
-modules (`SPARK_CONF`, `lakelog.spark_daemon`).
+driver JVM maps a class archive (`jvm_cache`) and Python workers import pyspark's compiled
+modules, not the zipped sources Spark puts on their path (`SPARK_CONF` with
+`lakelog.spark_daemon` for task workers; on local masters `python_launcher` for all).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakelog.spark import jvm_cache
+from lakelog.spark import jvm_cache, python_launcher
 from lakelog.spark.source import SCHEMA, LakelogDataSource, WarmUpSource
 
 if TYPE_CHECKING:
@@ -37,9 +41,40 @@ Spark's task workers then import the installed pyspark, not its zipped sources."
 
 
 def get_or_create(builder: SparkSession.Builder) -> SparkSession:
-    """`builder.getOrCreate()` with `SPARK_CONF` and the JVM class archive (`jvm_cache`).
-    A session (or JVM) already running in this process is returned as it is."""
-    return jvm_cache.get_or_create(builder.config(map=SPARK_CONF))
+    """`builder.getOrCreate()` with `SPARK_CONF`, the JVM class archive (`jvm_cache`) and,
+    on a local master set on `builder`, Python workers started through `python_launcher`
+    (`PYSPARK_PYTHON` names it while the session starts: Spark reads that variable, not a
+    conf, for its planning processes). A session (or JVM) already running in this process
+    is returned as it is."""
+    builder = builder.config(map=SPARK_CONF)
+    python = _local_worker_python(builder)
+    if python is None:
+        return jvm_cache.get_or_create(builder)
+    before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = str(python)
+    try:
+        return jvm_cache.get_or_create(builder)
+    finally:
+        if before is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = before
+
+
+def _local_worker_python(builder: SparkSession.Builder) -> Path | None:
+    """The launcher, when a new session's workers will run on this machine with this
+    interpreter: no JVM yet, a local master, and no other Python chosen for them."""
+    from pyspark import SparkContext
+
+    options = getattr(builder, "_options", {})
+    if SparkContext._gateway is not None or "spark.pyspark.python" in options:
+        return None
+    if not str(options.get("spark.master", "")).startswith("local"):
+        return None
+    chosen = os.environ.get("PYSPARK_PYTHON")
+    if chosen and os.path.realpath(chosen) != os.path.realpath(sys.executable):
+        return None
+    return python_launcher.launcher()
 
 
 def register(spark: SparkSession) -> None:

@@ -9,7 +9,8 @@ here: session start 6-8 s down to 3.6 s, the first query 3.0 s down to 1.7 s. Th
 that writes the archive is about 5 s slower, once per Java and Spark install.
 
 The archive (about 150 MiB) lives in `~/.cache/lakelog/spark-jvm`; the environment variable
-`LAKELOG_SPARK_JVM_CACHE` names another directory, or turns the cache off with `off`. The
+`LAKELOG_SPARK_CACHE` names another directory for it (and `python_launcher`'s), or turns
+both off with `off`. The
 JVM checks an archive against its own build and class path and ignores one that does not
 match, so a stale archive costs disk space, never a failed session. Only the JVM that
 PySpark launches is affected: under spark-submit the JVM is already running."""
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ENV = "LAKELOG_SPARK_JVM_CACHE"
+ENV = "LAKELOG_SPARK_CACHE"
 OFF = ("off", "0", "false", "no")
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 """The JVM warns about every class it cannot archive (those of signed jars); that is
@@ -43,15 +44,21 @@ WRITE_TIMEOUT_S = 120.0
 """How long a process waits at exit for its JVM to finish writing the archive."""
 
 
-def cache_dir() -> Path | None:
-    """Where archives live, or None when the cache is turned off."""
+def user_cache() -> Path:
+    """Lakelog's Spark start-up files: `LAKELOG_SPARK_CACHE`, else
+    `$XDG_CACHE_HOME/lakelog` or `~/.cache/lakelog`."""
     value = os.environ.get(ENV, "").strip()
-    if value.lower() in OFF:
-        return None
-    if value:
+    if value and value.lower() not in OFF:
         return Path(value)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lakelog" / "spark-jvm"
+    return Path(base) / "lakelog"
+
+
+def cache_dir() -> Path | None:
+    """Where archives live, or None when the cache is turned off."""
+    if os.environ.get(ENV, "").strip().lower() in OFF:
+        return None
+    return user_cache() / "spark-jvm"
 
 
 @dataclass(frozen=True)

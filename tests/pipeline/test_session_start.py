@@ -1,7 +1,8 @@
-"""The JVM class archive (`lakelog.spark.jvm_cache`): written once by a session's JVM as it
-exits, mapped by the sessions after it, and never the reason a session fails to start.
-Sessions run in fresh interpreters: a JVM runs once per process, and the archive is
-written when it exits."""
+"""`lakelog.spark.get_or_create`: the JVM class archive (`jvm_cache`), written once by a
+session's JVM as it exits, mapped by the sessions after it, and never the reason a session
+fails to start; and Python workers, planning steps included, that import the installed
+pyspark (`python_launcher`). Sessions run in fresh interpreters: a JVM runs once per
+process, and the archive is written when it exits."""
 
 from __future__ import annotations
 
@@ -13,18 +14,40 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.spark import jvm_cache
+from lakelog.spark import jvm_cache, python_launcher
 
 SESSION = """
     import os
     from pyspark.sql import SparkSession
+    from pyspark.sql.datasource import DataSource, DataSourceReader
     from lakelog.spark import get_or_create
+
+    def origin():
+        import pyspark
+        return "zipped" if ".zip" in (pyspark.__file__ or "") else "installed"
+
+    class Origin(DataSource):  # the schema step runs in a planning process
+        @classmethod
+        def name(cls):
+            return "origin"
+        def schema(self):
+            return origin() + " string"
+        def reader(self, schema):
+            return OriginReader()
+
+    class OriginReader(DataSourceReader):  # and this in a task worker
+        def read(self, partition):
+            yield (origin(),)
+
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     spark = get_or_create(builder)
     print("options:", spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", ""))
     print("count:", spark.range(10).count())
+    spark.dataSource.register(Origin)
+    df = spark.read.format("origin").load()
+    print("planning:", df.columns[0], "tasks:", df.first()[0])
 """
 
 
@@ -46,10 +69,11 @@ def _session(cache: Path) -> str:
 def test_first_session_writes_the_archive_later_ones_map_it_a_damaged_one_is_dropped(
     tmp_path: Path,
 ) -> None:
-    cache = tmp_path / "jvm"
+    cache = tmp_path / "cache"
     first = _session(cache)
     assert "-XX:ArchiveClassesAtExit=" in first
-    archives = list(cache.iterdir())
+    assert "planning: installed tasks: installed" in first
+    archives = list((cache / "spark-jvm").iterdir())
     assert [p.suffix for p in archives] == [".jsa"], archives  # nothing half-written left
     archive = archives[0]
     assert archive.stat().st_size > jvm_cache.MIN_ARCHIVE_BYTES
@@ -128,3 +152,25 @@ def test_one_writer_at_a_time_and_abandoned_writes_dropped(
     mapped = jvm_cache.java_options()
     assert mapped.mapped == archive and mapped.writing is None
     assert mapped.options.startswith(f"-XX:SharedArchiveFile={archive} ")
+
+
+def test_launcher_drops_only_the_installed_pyspark_zips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(jvm_cache.ENV, str(tmp_path / "cache"))
+    path = python_launcher.launcher()
+    assert path is not None and python_launcher.launcher() == path  # written once
+    zips = python_launcher.redundant_zips()
+    assert Path(zips[0]).name == "pyspark.zip"
+    odd = str(tmp_path / "a dir with * and 'quotes'")
+    kept = [odd, "/elsewhere/pyspark.zip", ""]
+    env = os.environ | {"PYTHONPATH": ":".join([zips[0], odd, *zips[1:], *kept[1:]])}
+    code = "import os, sys; print(os.environ['PYTHONPATH']); print(sys.executable)"
+    out = subprocess.run(
+        [str(path), "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[0] == ":".join(kept[:2])
+    assert os.path.realpath(out[1]) == os.path.realpath(sys.executable)
+
+    monkeypatch.setenv(jvm_cache.ENV, "off")
+    assert python_launcher.launcher() is None
