@@ -41,7 +41,8 @@ SESSION = """
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false"))
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.extraJavaOptions", "-Dlakelog.test=kept"))
     spark = get_or_create(builder)
     print("options:", spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", ""))
     print("count:", spark.range(10).count())
@@ -80,6 +81,7 @@ def test_first_session_writes_the_archive_later_ones_map_it_a_damaged_one_is_dro
 
     second = _session(cache)
     assert f"-XX:SharedArchiveFile={archive}" in second
+    assert "-Dlakelog.test=kept" in second  # the caller's own JVM options stay
 
     # A truncated archive crashes a JVM that maps it (SIGBUS): the session must still
     # start, without the archive, and the archive must go.

@@ -10,10 +10,10 @@ that writes the archive is about 5 s slower, once per Java and Spark install.
 
 The archive (about 150 MiB) lives in `~/.cache/lakelog/spark-jvm`; the environment variable
 `LAKELOG_SPARK_CACHE` names another directory for it (and `python_launcher`'s), or turns
-both off with `off`. The
-JVM checks an archive against its own build and class path and ignores one that does not
-match, so a stale archive costs disk space, never a failed session. Only the JVM that
-PySpark launches is affected: under spark-submit the JVM is already running."""
+both off with `off`. The JVM ignores an archive another build or class path wrote; a
+damaged one crashes it, so a session that fails to start while mapping one starts again
+without it, and the archive is deleted. Only the JVM that PySpark launches is affected:
+under spark-submit the JVM is already running."""
 
 from __future__ import annotations
 
@@ -84,14 +84,16 @@ def get_or_create(builder: SparkSession.Builder) -> SparkSession:
     jvm = java_options() if SparkContext._gateway is None else JvmOptions()
     if not jvm.options:
         return builder.getOrCreate()
+    key = "spark.driver.extraJavaOptions"
+    own = str(getattr(builder, "_options", {}).get(key, ""))  # the caller's, kept
     try:
-        session = builder.config("spark.driver.extraJavaOptions", jvm.options).getOrCreate()
+        session = builder.config(key, f"{own} {jvm.options}".strip()).getOrCreate()
     except Exception:
         if jvm.mapped is None:
             raise
         with contextlib.suppress(OSError):
             jvm.mapped.unlink()
-        return builder.config("spark.driver.extraJavaOptions", "").getOrCreate()
+        return builder.config(key, own).getOrCreate()
     if jvm.writing is not None:
         atexit.register(_finish_writing, jvm.writing)
     return session
