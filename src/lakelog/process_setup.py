@@ -1,8 +1,9 @@
 """Set-up every `lakelog` process does before the rest of lakelog is imported.
 
-kio (the Kafka schema library) imports Hypothesis, which writes a `.hypothesis/` directory
-into the working directory on first use: `lakelog serve --listen notaport` run in a clean
-directory would leave one behind. Its storage goes to a per-user directory under the temp
+Where Hypothesis gets imported (kio imports it in a process that imported pytest first, see
+`lakelog/__init__.py`) it writes a `.hypothesis/` directory into the working directory on
+first use: `lakelog serve --listen notaport` run in a clean directory could leave one
+behind. Its storage goes to a per-user directory under the temp
 dir instead (unless HYPOTHESIS_STORAGE_DIRECTORY is set), so no command leaves files where
 it was run."""
 
