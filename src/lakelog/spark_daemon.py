@@ -19,26 +19,33 @@ pyspark, which must wait until the zips are gone from the path.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from importlib.machinery import PathFinder
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 
+def installed_zips(path: list[str]) -> list[Path]:
+    """The zips Spark ships inside the pyspark package that `path` finds (pyspark's, and
+    py4j's of the installed py4j version): the copies an installed pyspark makes redundant."""
+    spec = PathFinder.find_spec("pyspark", path)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    lib = Path(next(iter(spec.submodule_search_locations))) / "python" / "lib"
+    zips = [lib / "pyspark.zip"]
+    with contextlib.suppress(PackageNotFoundError):
+        zips.append(lib / f"py4j-{version('py4j')}-src.zip")
+    return zips
+
+
 def redundant_zips(path: list[str]) -> list[str]:
     """The entries of `path` that are zips inside the installed pyspark package, holding
     the pyspark (or the py4j of the installed version) the rest of `path` finds anyway."""
     zips = [entry for entry in path if entry.endswith(".zip")]
-    rest = [entry for entry in path if entry not in zips]
-    spec = PathFinder.find_spec("pyspark", rest)
-    if not zips or spec is None or not spec.submodule_search_locations:
+    if not zips:
         return []
-    lib = Path(next(iter(spec.submodule_search_locations))) / "python" / "lib"
-    try:
-        py4j = f"py4j-{version('py4j')}-src.zip"
-    except PackageNotFoundError:
-        py4j = None
-    same = {lib / "pyspark.zip"} | ({lib / py4j} if py4j else set())
+    same = set(installed_zips([entry for entry in path if entry not in zips]))
     return [entry for entry in zips if Path(entry) in same]
 
 

@@ -44,11 +44,13 @@ WRITE_TIMEOUT_S = 120.0
 """How long a process waits at exit for its JVM to finish writing the archive."""
 
 
-def user_cache() -> Path:
-    """Lakelog's Spark start-up files: `LAKELOG_SPARK_CACHE`, else
-    `$XDG_CACHE_HOME/lakelog` or `~/.cache/lakelog`."""
+def cache_root() -> Path | None:
+    """Lakelog's Spark start-up files: `LAKELOG_SPARK_CACHE`, else `$XDG_CACHE_HOME/lakelog`
+    or `~/.cache/lakelog`; None when `LAKELOG_SPARK_CACHE` turns them off."""
     value = os.environ.get(ENV, "").strip()
-    if value and value.lower() not in OFF:
+    if value.lower() in OFF:
+        return None
+    if value:
         return Path(value)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "lakelog"
@@ -56,9 +58,8 @@ def user_cache() -> Path:
 
 def cache_dir() -> Path | None:
     """Where archives live, or None when the cache is turned off."""
-    if os.environ.get(ENV, "").strip().lower() in OFF:
-        return None
-    return user_cache() / "spark-jvm"
+    root = cache_root()
+    return None if root is None else root / "spark-jvm"
 
 
 @dataclass(frozen=True)

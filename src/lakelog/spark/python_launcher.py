@@ -15,15 +15,14 @@ Local masters only: on a cluster the executors would need the same file. POSIX o
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shlex
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from lakelog.spark.jvm_cache import ENV, OFF, user_cache
+from lakelog.spark.jvm_cache import cache_root
+from lakelog.spark_daemon import installed_zips
 
 SCRIPT = """#!/bin/sh
 # Written by lakelog (lakelog.spark.python_launcher): {python} for Spark's Python workers,
@@ -47,23 +46,15 @@ exec {python} "$@"
 def redundant_zips() -> list[str]:
     """The zips Spark puts on its workers' path that this interpreter's installed pyspark
     (and py4j) make redundant: those inside the installed pyspark package."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    lib = Path(next(iter(spec.submodule_search_locations))) / "python" / "lib"
-    zips = [lib / "pyspark.zip"]
-    with contextlib.suppress(PackageNotFoundError):
-        zips.append(lib / f"py4j-{version('py4j')}-src.zip")
-    return [str(z) for z in zips]
+    return [str(z) for z in installed_zips(sys.path)]
 
 
 def launcher(directory: Path | None = None) -> Path | None:
     """The launcher for this interpreter, written if missing; None where it cannot help
     (not POSIX, pyspark not installed here, the directory not writable) or the cache is
     off (`LAKELOG_SPARK_CACHE=off`)."""
-    if os.environ.get(ENV, "").strip().lower() in OFF:
+    root = cache_root()
+    if root is None:
         return None
     zips = redundant_zips()
     if os.name != "posix" or not zips:
@@ -71,7 +62,7 @@ def launcher(directory: Path | None = None) -> Path | None:
     text = SCRIPT.format(
         python=shlex.quote(sys.executable), zips="|".join(shlex.quote(z) for z in zips)
     )
-    directory = directory or user_cache() / "spark-python"
+    directory = directory or root / "spark-python"
     path = directory / f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     if path.is_file():
         return path
