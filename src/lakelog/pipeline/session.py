@@ -11,7 +11,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from lakelog.spark import SPARK_CONF, get_or_create
+from lakelog.spark import get_or_create, under_spark_submit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,12 +35,6 @@ def check_master(master: str | None) -> None:
         raise ValueError(f"unknown Spark master {master!r}: use {MASTER_FORMS}")
 
 
-def under_spark_submit() -> bool:
-    """True when spark-submit started this process (it launched the JVM first and tells
-    PySpark where its gateway is); then spark-submit's --master applies."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
 def resolve_master(master: str | None) -> str | None:
     """The master to set on the builder: the given one; else local[*], except under
     spark-submit (None: keep spark-submit's)."""
@@ -53,8 +47,8 @@ def build_session(master: str | None = None, app_name: str = "lakelog-pipeline")
     """A SparkSession for a job (or the existing one, which `getOrCreate` returns).
 
     Loopback and no UI in local mode: a laptop or CI box needs no network setup and no
-    port; executors run this interpreter, so they import the same lakelog. The driver JVM
-    maps this machine's class archive (`lakelog.spark.jvm_cache`) to start faster."""
+    port; executors run this interpreter, so they import the same lakelog. The session
+    starts through `lakelog.spark.get_or_create`, which makes it start faster."""
     resolved = resolve_master(master)
     local = resolved is None or resolved.startswith("local")
     if local:
@@ -76,9 +70,6 @@ def build_session(master: str | None = None, app_name: str = "lakelog-pipeline")
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
         )
-    if under_spark_submit():  # the JVM is running already: only the confs apply
-        session = builder.config(map=SPARK_CONF).getOrCreate()
-    else:
-        session = get_or_create(builder)
+    session = get_or_create(builder)
     session.sparkContext.setLogLevel("WARN")
     return session

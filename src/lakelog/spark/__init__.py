@@ -33,7 +33,15 @@ from lakelog.spark.source import SCHEMA, LakelogDataSource, WarmUpSource
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SCHEMA", "SPARK_CONF", "LakelogDataSource", "get_or_create", "register", "warm_up"]
+__all__ = [
+    "SCHEMA",
+    "SPARK_CONF",
+    "LakelogDataSource",
+    "get_or_create",
+    "register",
+    "under_spark_submit",
+    "warm_up",
+]
 
 SPARK_CONF = {"spark.python.daemon.module": "lakelog.spark_daemon"}
 """Confs for a session that reads lakelog or runs its pipeline jobs, set before it starts:
@@ -45,8 +53,11 @@ def get_or_create(builder: SparkSession.Builder) -> SparkSession:
     on a local master set on `builder`, Python workers started through `python_launcher`
     (`PYSPARK_PYTHON` names it while the session starts: Spark reads that variable, not a
     conf, for its planning processes). A session (or JVM) already running in this process
-    is returned as it is."""
+    is returned as it is, and so is the JVM spark-submit started: only `SPARK_CONF` applies
+    there."""
     builder = builder.config(map=SPARK_CONF)
+    if under_spark_submit():
+        return builder.getOrCreate()
     python = _local_worker_python(builder)
     if python is None:
         return jvm_cache.get_or_create(builder)
@@ -59,6 +70,12 @@ def get_or_create(builder: SparkSession.Builder) -> SparkSession:
             os.environ.pop("PYSPARK_PYTHON", None)
         else:
             os.environ["PYSPARK_PYTHON"] = before
+
+
+def under_spark_submit() -> bool:
+    """True when spark-submit started this process (it launched the JVM first and tells
+    PySpark where its gateway is); then spark-submit's --master and JVM options apply."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def _local_worker_python(builder: SparkSession.Builder) -> Path | None:
