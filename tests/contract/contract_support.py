@@ -76,6 +76,17 @@ def new_key() -> str:
     return f"wal/{uuid.uuid4()}"
 
 
+def placed(batches: Sequence[CommitBatch], spaced: bool = False) -> list[CommitBatch]:
+    """The batches with byte offsets in list order, as `commit` places them: back to back,
+    or `spaced` one byte apart (no two then share a row: each is its own coordinate)."""
+    out: list[CommitBatch] = []
+    position = 0
+    for b in batches:
+        out.append(dataclasses.replace(b, byte_offset=position))
+        position += b.byte_size + int(spaced)
+    return out
+
+
 async def commit(
     coordinator: BatchCoordinator,
     batches: Sequence[CommitBatch],
@@ -83,16 +94,13 @@ async def commit(
     key: str | None = None,
     broker_id: int = 1,
     broker_epoch: int = -1,
+    spaced: bool = False,
 ) -> list[CommitBatchResult]:
-    """Commit the batches as one object, placed back to back in list order."""
-    placed: list[CommitBatch] = []
-    position = 0
-    for b in batches:
-        placed.append(dataclasses.replace(b, byte_offset=position))
-        position += b.byte_size
-    results = await coordinator.commit_file(
-        key or new_key(), broker_id, broker_epoch, position, placed
-    )
+    """Commit the batches as one object, placed in list order (see `placed`): back to back,
+    a producer's batches of one partition share a row; `spaced`, each has its own."""
+    laid = placed(batches, spaced)
+    size = laid[-1].byte_offset + laid[-1].byte_size if laid else 0
+    results = await coordinator.commit_file(key or new_key(), broker_id, broker_epoch, size, laid)
     assert len(results) == len(batches)
     return results
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from contract_support import batch, commit, log_info, new_key, new_topic, read_all
+from contract_support import batch, commit, log_info, new_key, new_topic, placed, read_all
 
 from lakelog.coordinator import BatchCoordinator, CommitBatch, PartitionKey, TimestampType
 from lakelog.coordinator.txn_types import InitTxnProducerRequest, TxnRef
@@ -188,27 +188,35 @@ async def test_commit_outcome_reads_back_what_a_commit_decided(
     coordinator: BatchCoordinator,
 ) -> None:
     """A commit whose answer was lost is looked up, not repeated: an unknown key means no
-    commit happened; a known one gives each accepted batch its offsets by byte offset."""
+    commit happened; a known one gives each accepted batch the result the commit gave it,
+    batches inside a run of one row included."""
     t = await new_topic(coordinator, partitions=2)
     assert await coordinator.commit_outcome(new_key()) is None
     key = new_key()
-    results = await commit(
-        coordinator,
-        [batch(t, 0, records=2), batch(uuid.uuid4(), 0), batch(t, 1), batch(t, 0, records=3)],
-        key=key,
-    )
+    batches = [
+        batch(t, 0, records=2),
+        batch(t, 0, records=3),  # joins the row of the batch before it
+        batch(uuid.uuid4(), 0),  # refused: unknown topic
+        batch(t, 1),
+        batch(t, 0, records=3),
+        batch(t, 0, records=4),  # joins again
+    ]
+    results = await commit(coordinator, batches, key=key)
     outcome = await coordinator.commit_outcome(key)
     assert outcome is not None
-    # Batches are placed back to back, 100 bytes each; the refused one is absent.
-    assert sorted(outcome) == [0, 200, 300]
-    for byte_offset, index in ((0, 0), (200, 2), (300, 3)):
-        found, original = outcome[byte_offset], results[index]
-        assert found.error == ErrorCode.none
-        assert (found.base_offset, found.log_start_offset) == (
+    found = outcome.results(placed(batches))
+    assert found[2] is None
+    for i in (0, 1, 3, 4, 5):
+        got, original = found[i], results[i]
+        assert got is not None and got.error == ErrorCode.none
+        assert (got.base_offset, got.log_start_offset) == (
             original.base_offset,
             original.log_start_offset,
         )
+    assert [found[i].base_offset for i in (0, 1, 4, 5)] == [0, 2, 5, 8]  # type: ignore[union-attr]
     # An object whose every batch was refused is known, with nothing accepted.
     refused = new_key()
     await commit(coordinator, [batch(uuid.uuid4(), 0)], key=refused)
-    assert await coordinator.commit_outcome(refused) == {}
+    nothing = await coordinator.commit_outcome(refused)
+    assert nothing is not None
+    assert nothing.results(placed([batch(uuid.uuid4(), 0)])) == [None]

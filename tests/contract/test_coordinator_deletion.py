@@ -28,7 +28,8 @@ async def marked(coordinator: BatchCoordinator) -> set[str]:
 async def test_delete_records(coordinator: BatchCoordinator) -> None:
     t = await new_topic(coordinator)
     a, b = new_key(), new_key()
-    await commit(coordinator, [batch(t, records=3), batch(t, records=3)], key=a)  # 0-2, 3-5
+    # 0-2, 3-5
+    await commit(coordinator, [batch(t, records=3), batch(t, records=3)], key=a, spaced=True)
     await commit(coordinator, [batch(t, records=3)], key=b)  # 6-8
 
     results = await coordinator.delete_records(
@@ -139,8 +140,12 @@ async def retain(
 async def aged_topic(coordinator: BatchCoordinator) -> UUID:
     """Offsets 0-1 @1000 100B, 2 @3000 100B, 3-5 @2000 100B, 6 @4000 100B."""
     t = await new_topic(coordinator)
-    await commit(coordinator, [batch(t, records=2, base_ts=1000), batch(t, base_ts=3000)])
-    await commit(coordinator, [batch(t, records=3, base_ts=2000), batch(t, base_ts=4000)])
+    await commit(
+        coordinator, [batch(t, records=2, base_ts=1000), batch(t, base_ts=3000)], spaced=True
+    )
+    await commit(
+        coordinator, [batch(t, records=3, base_ts=2000), batch(t, base_ts=4000)], spaced=True
+    )
     return t
 
 

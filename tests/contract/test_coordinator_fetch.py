@@ -27,9 +27,13 @@ async def find(
 async def five_batches(coordinator: BatchCoordinator) -> UUID:
     """Offsets 0-1, 2-4, 5, 6-9, 10 with sizes 100, 200, 300, 400, 500."""
     t = await new_topic(coordinator)
-    await commit(coordinator, [batch(t, records=2, size=100), batch(t, records=3, size=200)])
+    await commit(
+        coordinator, [batch(t, records=2, size=100), batch(t, records=3, size=200)], spaced=True
+    )
     await commit(coordinator, [batch(t, records=1, size=300)])
-    await commit(coordinator, [batch(t, records=4, size=400), batch(t, records=1, size=500)])
+    await commit(
+        coordinator, [batch(t, records=4, size=400), batch(t, records=1, size=500)], spaced=True
+    )
     return t
 
 

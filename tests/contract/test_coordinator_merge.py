@@ -118,7 +118,9 @@ async def test_commit_merge_swaps_coordinates(coordinator: BatchCoordinator) -> 
 async def test_commit_merge_skips_batches_gone_or_moved(coordinator: BatchCoordinator) -> None:
     t = await new_topic(coordinator)
     a = new_key()
-    await commit(coordinator, [batch(t, size=10), batch(t, size=20), batch(t, size=30)], key=a)
+    await commit(
+        coordinator, [batch(t, size=10), batch(t, size=20), batch(t, size=30)], key=a, spaced=True
+    )
     planned = await coordinator.file_batches([a])
     # Meanwhile: retention drops the first batch, another merge moves the second.
     await coordinator.delete_records([DeleteRecordsRequest(t, 0, 1)])
@@ -147,7 +149,10 @@ async def test_all_or_nothing_and_drops(coordinator: BatchCoordinator) -> None:
     t = await new_topic(coordinator)
     a = new_key()
     await commit(
-        coordinator, [batch(t, records=2, size=100), batch(t, size=100), batch(t, size=100)], key=a
+        coordinator,
+        [batch(t, records=2, size=100), batch(t, size=100), batch(t, size=100)],
+        key=a,
+        spaced=True,
     )
     planned = await coordinator.file_batches([a])
     moves, _ = moves_for(planned)

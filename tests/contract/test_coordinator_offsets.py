@@ -40,10 +40,12 @@ async def unordered_topic(coordinator: BatchCoordinator) -> UUID:
             batch(t, records=3, base_ts=150, max_ts=300),
             batch(t, records=1, base_ts=200, max_ts=200),
         ],
+        spaced=True,
     )
     await commit(
         coordinator,
         [batch(t, records=2, base_ts=300, max_ts=300), batch(t, records=1, base_ts=250)],
+        spaced=True,
     )
     return t
 
@@ -82,6 +84,7 @@ async def test_max_timestamp_after_its_batch_is_deleted(coordinator: BatchCoordi
             batch(t, base_ts=300),
             batch(t, base_ts=300),
         ],
+        spaced=True,
     )
     await coordinator.delete_records([DeleteRecordsRequest(t, 0, 1)])
     assert answer(await offsets_for(coordinator, t, MAX_TIMESTAMP)) == (2, 300)

@@ -1,7 +1,7 @@
 """A property test: random commit_file sequences (plain batches, idempotent producers with
 retries and gaps) and log-start moves over a few partitions, checked against a plain
 Python model: every answer, dense offsets, and find_batches walking back exactly the live
-batches that were committed."""
+rows that were committed (a producer's batches back to back in one object share a row)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ from contract_support import batch, commit, log_info, new_key, new_topic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakelog.coordinator import BatchCoordinator, DeleteRecordsRequest, FindBatchesRequest
+from lakelog.coordinator import (
+    BatchCoordinator,
+    DeleteRecordsRequest,
+    FindBatchesRequest,
+)
+from lakelog.coordinator.commit_plan import RUN_MAX_BYTES
 from lakelog.errors import ErrorCode
 
 PARTITIONS = 3
@@ -37,6 +42,21 @@ class PartitionModel:
     batches: list[tuple[Any, ...]] = field(default_factory=list)
     """(object key, byte offset, size, base offset, last offset, producer id, base seq)."""
     producers: dict[int, list[Remembered]] = field(default_factory=dict)
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        """An accepted batch: it joins the row before it when it follows that row's last
+        batch in the same object with the same producer (the coordinator's runs)."""
+        if self.batches:
+            key, position, size, base, _last, pid, seq = self.batches[-1]
+            if (
+                key == row[0]
+                and position + size == row[1]
+                and pid == row[5]
+                and size + row[2] <= RUN_MAX_BYTES
+            ):
+                self.batches[-1] = (key, position, size + row[2], base, row[4], pid, seq)
+                return
+        self.batches.append(row)
 
     def move_log_start(self, offset: int) -> None:
         self.log_start = max(self.log_start, offset)
@@ -105,7 +125,7 @@ async def _apply_commit(
             remembered = Remembered(seq, b.last_sequence, part.hw, part.hw + records - 1)
             part.producers[pid] = [*history, remembered][-5:]
         expected.append((ErrorCode.none, part.hw, False))
-        part.batches.append(
+        part.append(
             (key, position, size, part.hw, part.hw + records - 1, b.producer_id, b.base_sequence)
         )
         part.hw += records

@@ -124,7 +124,10 @@ async def test_live_bytes_follow_the_batches(tmp_path: Path) -> None:
         t = await new_topic(coordinator)
         key = new_key()
         await commit(
-            coordinator, [batch(t, size=100), batch(t, size=50), batch(t, size=25)], key=key
+            coordinator,
+            [batch(t, size=100), batch(t, size=50), batch(t, size=25)],
+            key=key,
+            spaced=True,
         )
 
         def file_row() -> tuple[str, int, int, int | None]:
@@ -134,9 +137,9 @@ async def test_live_bytes_follow_the_batches(tmp_path: Path) -> None:
                     (key,),
                 ).fetchone()
 
-        assert file_row() == ("committed", 175, 175, None)
+        assert file_row() == ("committed", 177, 175, None)
         await coordinator.delete_records([DeleteRecordsRequest(t, 0, 2)])
-        assert file_row() == ("committed", 175, 25, None)
+        assert file_row() == ("committed", 177, 25, None)
         await coordinator.delete_topics([(await coordinator.get_topics())[0].name])
         state, _, live, marked_at = file_row()
         assert (state, live) == ("deleting", 0)

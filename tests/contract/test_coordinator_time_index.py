@@ -33,7 +33,8 @@ class Batch:
 
 
 class Log:
-    """What Kafka answers, computed the slow way from every live batch."""
+    """What the coordinator answers, computed the slow way from every live row (Kafka's
+    answer where every row is one batch)."""
 
     def __init__(self) -> None:
         self.batches: list[Batch] = []
@@ -69,7 +70,13 @@ async def _check(c: BatchCoordinator, t: UUID, log: Log, times: list[int]) -> No
     assert await _answer(c, t, MAX_TIMESTAMP) == log.max_timestamp()
 
 
-async def _random_history(c: BatchCoordinator, t: UUID, rng: random.Random, log: Log) -> None:
+async def _random_history(
+    c: BatchCoordinator, t: UUID, rng: random.Random, log: Log, spaced: bool = True
+) -> None:
+    """Random commits of one partition. `spaced`: each batch its own row, so lookups
+    search inside a commit's batches; else each commit's batches share one row (one
+    producer, back to back), whose timestamp is their largest: the coordinator answers per
+    row, and ListOffsets narrows to the record by reading it."""
     clock = 1_000
     for _ in range(rng.randint(5, 25)):
         batches = []
@@ -81,10 +88,16 @@ async def _random_history(c: BatchCoordinator, t: UUID, rng: random.Random, log:
             if rng.random() < 0.03:
                 ts = clock + 5_000  # one far-future record: a long plateau of the high mark
             batches.append((rng.randint(1, 4), ts))
-        results = await commit(c, [batch(t, records=n, base_ts=ts) for n, ts in batches])
+        results = await commit(
+            c, [batch(t, records=n, base_ts=ts) for n, ts in batches], spaced=spaced
+        )
+        rows = []
         for (n, ts), r in zip(batches, results, strict=True):
             assert r.error == ErrorCode.none
-            log.batches.append(Batch(r.base_offset, r.base_offset + n - 1, ts))
+            rows.append(Batch(r.base_offset, r.base_offset + n - 1, ts))
+        if not spaced:
+            rows = [Batch(rows[0].base, rows[-1].last, max(b.ts for b in rows))]
+        log.batches += rows
         if rng.random() < 0.2 and log.batches:
             end = log.batches[-1].last + 1
             start = rng.randint(log.start, end)
@@ -93,12 +106,15 @@ async def _random_history(c: BatchCoordinator, t: UUID, rng: random.Random, log:
             log.start = max(log.start, start)
 
 
+@pytest.mark.parametrize("spaced", [True, False], ids=["rows", "runs"])
 @pytest.mark.parametrize("seed", range(6))
-async def test_by_timestamp_matches_the_model(coordinator: BatchCoordinator, seed: int) -> None:
+async def test_by_timestamp_matches_the_model(
+    coordinator: BatchCoordinator, seed: int, spaced: bool
+) -> None:
     rng = random.Random(seed)
     t = await new_topic(coordinator)
     log = Log()
-    await _random_history(coordinator, t, rng, log)
+    await _random_history(coordinator, t, rng, log, spaced)
     times = sorted({b.ts for b in log.batches} | {b.ts + 1 for b in log.batches} | {0, 10**12})
     await _check(coordinator, t, log, times)
 

@@ -1,6 +1,7 @@
 """What the broker leaves on disk after a produce: the coordinator's SQLite file and the
-`objects/wal/<uuid7>` objects agree, and each acknowledged batch sits, whole and intact, at
-the byte range the coordinator records for it.
+`objects/wal/<uuid7>` objects agree, and each acknowledged batch sits, whole and intact,
+inside the byte range of the row the coordinator records for it (a row holds one batch or
+a run of one producer's batches).
 
 Read with the coordinator's public API and plain file reads, as an operator's tool would.
 """
@@ -130,27 +131,36 @@ def check_layout(
 
             data = broker.backend.read(b.object_key)[b.byte_offset : b.byte_offset + b.byte_size]
             assert len(data) == b.byte_size, f"{where}: byte range past the object's end"
-            h = parse_batch_header(data)
-            assert h.magic == 2, f"{where}: magic {h.magic}"
-            assert h.crc_ok, f"{where}: CRC32C does not match the stored bytes"
-            assert h.size == b.byte_size, f"{where}: batchLength+12={h.size} != {b.byte_size}"
-            assert h.records_count == h.last_offset_delta + 1 == b.last_offset - b.base_offset + 1
-            assert h.base_offset in (0, b.base_offset), (
-                f"{where}: stored baseOffset {h.base_offset}"
-            )
-            assert (h.base_timestamp, h.max_timestamp) == (b.base_timestamp, b.max_timestamp)
-            assert h.producer_id == b.producer_id
+            # A row holds one batch, or a run of one producer's batches back to back whose
+            # offsets follow each other from the row's base offset.
+            pos, offset, max_timestamp = 0, b.base_offset, -1
+            while pos < len(data):
+                h = parse_batch_header(data[pos:])
+                at = f"{where}, batch at byte {pos}"
+                assert h.magic == 2, f"{at}: magic {h.magic}"
+                assert pos + h.size <= len(data), f"{at}: batchLength+12={h.size} runs past the row"
+                assert h.crc_ok, f"{at}: CRC32C does not match the stored bytes"
+                assert h.records_count == h.last_offset_delta + 1, at
+                assert h.base_offset in (0, offset), f"{at}: stored baseOffset {h.base_offset}"
+                assert h.producer_id == b.producer_id, at
+                if pos == 0:
+                    assert h.base_timestamp == b.base_timestamp, at
+                max_timestamp = max(max_timestamp, h.max_timestamp)
 
-            # What the client was told sits at each offset is what these bytes hold.
-            for delta in range(h.records_count):
-                d = acked.get((p, b.base_offset + delta))
-                assert d is not None, f"{where}: offset {b.base_offset + delta} never acked"
-                assert h.base_timestamp <= d.timestamp <= h.max_timestamp, where
-            if h.compression == 0:
-                for rec in parse_records(data):
-                    d = acked[p, b.base_offset + rec.offset_delta]
-                    assert (rec.key, rec.value) == (d.key, d.value), f"{where}: record differs"
-                    assert h.base_timestamp + rec.timestamp_delta == d.timestamp
+                # What the client was told sits at each offset is what these bytes hold.
+                for delta in range(h.records_count):
+                    d = acked.get((p, offset + delta))
+                    assert d is not None, f"{at}: offset {offset + delta} never acked"
+                    assert h.base_timestamp <= d.timestamp <= h.max_timestamp, at
+                if h.compression == 0:
+                    for rec in parse_records(data[pos : pos + h.size]):
+                        d = acked[p, offset + rec.offset_delta]
+                        assert (rec.key, rec.value) == (d.key, d.value), f"{at}: record differs"
+                        assert h.base_timestamp + rec.timestamp_delta == d.timestamp
+                pos += h.size
+                offset += h.records_count
+            assert offset == b.last_offset + 1, f"{where}: its batches end at {offset - 1}"
+            assert max_timestamp == b.max_timestamp, where
         assert next_offset == want_high
 
     assert referenced <= set(files), "batches point into objects the coordinator does not list"

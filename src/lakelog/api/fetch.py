@@ -21,21 +21,13 @@ from lakelog.api.registry import handles
 from lakelog.coordinator.interface import (
     BatchCoordinate,
     FindBatchesRequest,
-    TimestampType,
 )
 from lakelog.coordinator.txn_types import AbortedTxn
 from lakelog.errors import ErrorCode
-from lakelog.protocol.batch_runs import batches_in_range
+from lakelog.fetch.batches import Pieces, batch_parts, coordinate_batches
 from lakelog.protocol.control_batch import CONTROL_BATCH_SIZE
 from lakelog.protocol.fetch_response import PartitionData, encode_fetch_response
-from lakelog.protocol.records import (
-    InvalidBatch,
-    base_offset_bytes,
-    read_header,
-    with_log_append_time,
-)
 from lakelog.security.acl import Operation
-from lakelog.storage.keys import SEGMENT_PREFIX
 from lakelog.zones import client_zone, count_bytes
 
 FETCH_KEY = 1
@@ -77,22 +69,16 @@ def take_within(sizes: Sequence[int], limit: int, first_in_response: bool) -> in
     batches."""
     used = 0
     for count, size in enumerate(sizes):
-        if used + size > limit and not (first_in_response and count == 0):
+        if not fits(used, size, limit, first_in_response):
             return count
         used += size
     return len(sizes)
 
 
-def _batch_parts(coord: BatchCoordinate, data: memoryview | bytes, base_offset: int) -> list[Any]:
-    """The buffers that send `data` (the coordinate's bytes, or a run's part starting with
-    the batch whose real base offset is `base_offset`)."""
-    if coord.control_type >= 0:
-        return [data]  # built with its offset and time
-    if coord.timestamp_type == TimestampType.LOG_APPEND_TIME and coord.log_append_time >= 0:
-        patched = with_log_append_time(data, coord.log_append_time)
-        patched[0:8] = base_offset_bytes(base_offset)
-        return [patched]
-    return [base_offset_bytes(base_offset), memoryview(data)[8:]]
+def fits(used: int, size: int, limit: int, first_in_response: bool) -> bool:
+    """Whether the next batch of `size` goes after `used` bytes of the partition
+    (`take_within`'s rule for one batch)."""
+    return used + size <= limit or (first_in_response and not used)
 
 
 async def _read_once(
@@ -191,9 +177,9 @@ async def _read_once(
 
 
 def _may_hold_run(coord: BatchCoordinate) -> bool:
-    """Only merged segment rows may cover several batches (`protocol.batch_runs`): a WAL
-    row or a marker is exactly one batch."""
-    return coord.control_type < 0 and coord.object_key.startswith(SEGMENT_PREFIX + "/")
+    """A data row of more than one record may hold a run of batches (`protocol.batch_runs`);
+    a marker is one control batch."""
+    return coord.control_type < 0 and coord.last_offset > coord.base_offset
 
 
 def plan_partition(
@@ -203,8 +189,8 @@ def plan_partition(
     response's max_bytes while planning the partitions after it).
 
     The coordinates that fit within `limit` go whole. The one that crosses it is read too
-    when the KIP-74 first-batch rule may send it, or when it may be a merged run whose
-    leading batches fit (`_fill` decides after reading); it is charged all it may take, so
+    when the KIP-74 first-batch rule may send it, or when it may be a run whose leading
+    batches fit (`_fill` decides after reading); it is charged all it may take, so
     later partitions are never planned with more room than the response will have."""
     used = 0
     for count, size in enumerate(sizes):
@@ -220,82 +206,36 @@ def plan_partition(
 
 
 def _fill(
-    slot: _Slot, datas: Sequence[memoryview | bytes], limit: int, first_in_response: bool
+    slot: _Slot, datas: Sequence[Pieces], limit: int, first_in_response: bool
 ) -> tuple[int, int]:
-    """Put the partition's chosen batches into its response data: whole batches within
-    `limit` (`take_within`); a merged run crossing it is cut after its last batch that
-    fits. Returns (bytes sent, last offset sent); coordinates beyond are dropped."""
+    """Put the partition's chosen batches into its response data: whole batches while
+    they fit within `limit` (`fits`, batch by batch, so a row holding a run
+    of batches is cut between batches), from the batch holding the fetch offset on (as
+    Kafka, a Fetch starts at that batch: earlier batches of a run would count against the
+    limits, and a consumer stuck inside a run would only get batches it already has).
+    Returns (bytes sent, last offset sent); coordinates beyond are dropped."""
     used, last_offset = 0, -1
     kept: list[BatchCoordinate] = []
-    for coord, whole in zip(slot.coords, datas, strict=True):
-        data, base = _from_offset(coord, whole, slot.fetch_offset)
-        if used + len(data) <= limit:
-            part, part_last = data, coord.last_offset
-        else:
-            part, part_last = _leading_batches(
-                coord, data, base, limit - used, first_in_response and not kept
-            )
-            if not part:
+    records = slot.data.records
+    for coord, pieces in zip(slot.coords, datas, strict=True):
+        taken, full = 0, False
+        for base, last, batch in coordinate_batches(coord, pieces):
+            if last < slot.fetch_offset:
+                continue
+            if not fits(used, len(batch), limit, first_in_response):
+                full = True
                 break
-        kept.append(coord)
-        slot.data.records.extend(_batch_parts(coord, part, base))
-        used += len(part)
-        last_offset = part_last
-        if len(part) < len(data):
+            records.extend(batch_parts(coord, batch, base))
+            used += len(batch)
+            last_offset = last
+            taken += 1
+        if taken:
+            kept.append(coord)
+        if full:
             break
     slot.coords = tuple(kept)
     slot.data.records_size = used
     return used, last_offset
-
-
-def _from_offset(
-    coord: BatchCoordinate, data: memoryview | bytes, offset: int
-) -> tuple[memoryview | bytes, int]:
-    """A run's bytes from its batch holding `offset` on, and that batch's base offset: as
-    Kafka, a Fetch starts at the batch holding the fetch offset, and bytes before it would
-    count against the limits (a consumer stuck inside a run would get only batches it has
-    already read). Anything else comes whole, with the coordinate's base offset."""
-    if coord.base_offset >= offset or not _may_hold_run(coord):
-        return data, coord.base_offset
-    pos = 0
-    try:
-        for base, batch in batches_in_range(data, coord.base_offset):
-            if base + read_header(batch).last_offset_delta >= offset:
-                return memoryview(data)[pos:], base
-            pos += len(batch)
-    except InvalidBatch:  # not whole batches: serve it as one
-        pass
-    return data, coord.base_offset
-
-
-def _leading_batches(
-    coord: BatchCoordinate,
-    data: memoryview | bytes,
-    base_offset: int,
-    room: int,
-    first_in_response: bool,
-) -> tuple[memoryview | bytes, int]:
-    """The longest run of whole batches at the start of `data` (whose first batch's real
-    base offset is `base_offset`) that `take_within` allows in `room` bytes, and the last
-    offset it holds (empty and -1 if none)."""
-    if not _may_hold_run(coord):
-        return (data, coord.last_offset) if first_in_response else (b"", -1)
-    sizes: list[int] = []
-    lasts: list[int] = []
-    seen = 0
-    try:
-        for base, batch in batches_in_range(data, base_offset):
-            sizes.append(len(batch))
-            lasts.append(base + read_header(batch).last_offset_delta)
-            seen += len(batch)
-            if seen > room:
-                break
-    except InvalidBatch:  # not whole batches: serve it as one
-        sizes, lasts = [len(data)], [coord.last_offset]
-    count = take_within(sizes, room, first_in_response)
-    if not count:
-        return b"", -1
-    return memoryview(data)[: sum(sizes[:count])], lasts[count - 1]
 
 
 def _aborted_within(aborted: Sequence[AbortedTxn], last_offset: int) -> list[tuple[int, int]]:

@@ -25,6 +25,7 @@ from lakelog.coordinator.interface import (
 from lakelog.errors import ErrorCode
 from lakelog.protocol.record_reader import first_offset_at_or_after, record_positions
 from lakelog.security.acl import Operation
+from lakelog.storage.keys import offsets_in_headers
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +41,23 @@ LEADER_EPOCH = 0
 
 
 async def _narrow(ctx: RequestContext, asked: int, result: ListOffsetsResult) -> tuple[int, int]:
-    """Refine a batch-level answer to the exact record, reading that one batch."""
+    """Refine a row-level answer to the exact record, reading that one row (a run of
+    batches, or one)."""
     coord = result.batch
     if coord is None or coord.timestamp_type == TimestampType.LOG_APPEND_TIME:
         return result.offset, result.timestamp
     try:
-        (data,) = await ctx.broker.reader.read([coord])
+        (data,) = await ctx.broker.reader.read_whole([coord])
+        in_headers = offsets_in_headers(coord.object_key)
         if asked == MAX_TIMESTAMP:
             best = None
-            for record in record_positions(data):
+            for record in record_positions(data, offsets_in_headers=in_headers):
                 if best is None or record.timestamp > best[1]:
                     best = (coord.base_offset + record.offset_delta, record.timestamp)
             return best if best else (result.offset, result.timestamp)
-        found = first_offset_at_or_after(data, coord.base_offset, asked)
+        found = first_offset_at_or_after(
+            data, coord.base_offset, asked, offsets_in_headers=in_headers
+        )
     except ValueError as exc:
         # A batch a client stored that does not decode (or decompresses past the bound):
         # its data, not our fault, so one line and the batch-level answer.

@@ -20,9 +20,9 @@ from lakelog import metrics
 from lakelog.api import authz
 from lakelog.api.context import RequestContext, build
 from lakelog.api.registry import handles
-from lakelog.coordinator.interface import BatchCoordinate, TimestampType, TopicInfo
+from lakelog.coordinator.interface import TopicInfo
 from lakelog.errors import ErrorCode
-from lakelog.protocol.records import base_offset_bytes, with_log_append_time
+from lakelog.fetch.batches import served_bytes
 from lakelog.security.acl import Operation
 from lakelog.share.partitions import (
     AckBatches,
@@ -57,14 +57,6 @@ async def _topics_by_id(ctx: RequestContext, ids: Sequence[UUID]) -> dict[UUID, 
         if topic_id not in out:
             out[topic_id] = await ctx.broker.topics.get_by_id(topic_id)
     return out
-
-
-def _batch_bytes(coord: BatchCoordinate, data: memoryview | bytes) -> bytes:
-    if coord.timestamp_type == TimestampType.LOG_APPEND_TIME and coord.log_append_time >= 0:
-        patched = with_log_append_time(data, coord.log_append_time)
-        patched[0:8] = base_offset_bytes(coord.base_offset)
-        return bytes(patched)
-    return bytes(base_offset_bytes(coord.base_offset)) + bytes(memoryview(data)[8:])
 
 
 def _top_error(ctx: RequestContext, error: ErrorCode, message: str | None = None) -> Any:
@@ -282,7 +274,7 @@ async def _answer(
             ack_error = outcome.ack_error
             if outcome.acquired and outcome.batches:
                 records = b"".join(
-                    _batch_bytes(c, data_of[(c.object_key, c.byte_offset, c.base_offset)])
+                    served_bytes(c, data_of[(c.object_key, c.byte_offset, c.base_offset)])
                     for c in outcome.batches
                 )
                 total += len(records)

@@ -5,7 +5,12 @@ Pure: each implementation first loads, in one place and a few set-wise queries, 
 the commit needs (the partitions and producer histories `wanted` lists), then calls
 `plan_batch` per batch, then writes what the plan collected with one statement per table.
 `plan_batch` runs once per batch of every object (1,600 in a full 8 MiB one), so it keeps
-its per-batch work to dictionary lookups and tuples."""
+its per-batch work to dictionary lookups and tuples.
+
+Rows are runs: a batch that follows the previous accepted batch of the object in the same
+partition, from the same producer, joins its row (up to RUN_MAX_BYTES), so a full object
+writes about one row per partition and producer instead of one per batch. Readers split a
+row's bytes back into batches (`protocol.batch_runs`); results stay one per batch."""
 
 from __future__ import annotations
 
@@ -64,8 +69,9 @@ class CommitPlan:
     touched: dict[tuple[int, int], PartitionRow] = field(default_factory=dict)
     added_bytes: dict[tuple[int, int], int] = field(default_factory=dict)
     changed_producers: set[ProducerKey] = field(default_factory=set)
-    rows: list[tuple[int, ...]] = field(default_factory=list)
-    """One per accepted batch, in BATCH_ROW_COLUMNS order."""
+    rows: list[list[int]] = field(default_factory=list)
+    """In BATCH_ROW_COLUMNS order: one per run of accepted batches (see `plan_batch`); the
+    last one may still grow while batches are planned."""
     live_bytes: int = 0
     txns: dict[int, OngoingTxn] = field(default_factory=dict)
     """By producer id: the transactions of the transactional batches' producers (the
@@ -93,6 +99,24 @@ BATCH_ROW_COLUMNS = (
     "file_id",
 )
 """The `batches` columns of a plan row, in order."""
+
+_ROW = {name: i for i, name in enumerate(BATCH_ROW_COLUMNS)}
+_R_TOPIC = _ROW["topic_id"]
+_R_PARTITION = _ROW["partition"]
+_R_LAST = _ROW["last_offset"]
+_R_BYTE_OFFSET = _ROW["byte_offset"]
+_R_BYTE_SIZE = _ROW["byte_size"]
+_R_MAX_TIMESTAMP = _ROW["max_timestamp"]
+_R_TIMESTAMP_TYPE = _ROW["timestamp_type"]
+_R_TIMESTAMP_HIGH = _ROW["timestamp_high"]
+_R_PRODUCER_ID = _ROW["producer_id"]
+_R_PRODUCER_EPOCH = _ROW["producer_epoch"]
+_R_TRANSACTIONAL = _ROW["is_transactional"]
+
+RUN_MAX_BYTES = 1024 * 1024
+"""A run of batches sharing one row stops growing at this size. A fetch reads a whole row
+from object storage even when it starts inside it, so this bounds that read (about
+max.partition.fetch.bytes, like the pipeline's merge.row.max.bytes)."""
 
 
 def well_formed(batch: CommitBatch, file_size: int) -> bool:
@@ -173,26 +197,47 @@ def plan_batch(plan: CommitPlan, batch: CommitBatch, file_size: int) -> CommitBa
     added = plan.added_bytes
     added[where] = added.get(where, 0) + byte_size
     plan.live_bytes += byte_size
-    plan.rows.append(
-        (
-            part.topic_id,
-            part.partition,
-            base_offset,
-            last_offset,
-            byte_offset,
-            byte_size,
-            batch.base_timestamp,
-            max_timestamp,
-            int(batch.timestamp_type),
-            log_append_time,
-            part.max_timestamp,
-            pid,
-            batch.producer_epoch,
-            batch.base_sequence,
-            int(batch.is_transactional),
-            plan.file_id,
+    row = plan.rows[-1] if plan.rows else None
+    if (
+        row is not None
+        and row[_R_LAST] + 1 == base_offset
+        and row[_R_BYTE_OFFSET] + row[_R_BYTE_SIZE] == byte_offset
+        and row[_R_BYTE_SIZE] + byte_size <= RUN_MAX_BYTES
+        and row[_R_PARTITION] == part.partition
+        and row[_R_TOPIC] == part.topic_id
+        and row[_R_PRODUCER_ID] == pid
+        and row[_R_PRODUCER_EPOCH] == batch.producer_epoch
+        and row[_R_TRANSACTIONAL] == batch.is_transactional
+        and row[_R_TIMESTAMP_TYPE] == batch.timestamp_type
+    ):
+        # The batch right after the row's last one in the object, of the same producer and
+        # partition: the row's run grows to cover it (`protocol.batch_runs`).
+        row[_R_LAST] = last_offset
+        row[_R_BYTE_SIZE] += byte_size
+        if max_timestamp > row[_R_MAX_TIMESTAMP]:
+            row[_R_MAX_TIMESTAMP] = max_timestamp
+        row[_R_TIMESTAMP_HIGH] = part.max_timestamp
+    else:
+        plan.rows.append(
+            [
+                part.topic_id,
+                part.partition,
+                base_offset,
+                last_offset,
+                byte_offset,
+                byte_size,
+                batch.base_timestamp,
+                max_timestamp,
+                int(batch.timestamp_type),
+                log_append_time,
+                part.max_timestamp,
+                pid,
+                batch.producer_epoch,
+                batch.base_sequence,
+                int(batch.is_transactional),
+                plan.file_id,
+            ]
         )
-    )
     if pid >= 0:
         base_sequence = batch.base_sequence
         entry = ProducerBatch(

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
+from lakelog.coordinator.commit_outcome import CommitOutcome
 from lakelog.coordinator.engine import Op
 from lakelog.coordinator.interface import (
     AlterTopicConfigsRequest,
@@ -309,7 +310,7 @@ class SqlBatchCoordinator(BatchCoordinator):
             batches,
         )
 
-    async def commit_outcome(self, object_key: str) -> dict[int, CommitBatchResult] | None:
+    async def commit_outcome(self, object_key: str) -> CommitOutcome | None:
         return await self._run("commit_outcome", False, produce.committed_batches, object_key)
 
     # -- fetch

@@ -24,6 +24,7 @@ from lakelog.coordinator.share_types import SharePartitionRow, SharePartitionWri
 from lakelog.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from lakelog.coordinator.commit_outcome import CommitOutcome
     from lakelog.coordinator.mirror_types import (
         MirrorBatch,
         MirrorDefinition,
@@ -190,10 +191,11 @@ class FindBatchesRequest:
 
 @dataclass(frozen=True, slots=True)
 class BatchCoordinate:
-    """Where one committed batch lives and what the broker must patch when serving it.
-    In a merged segment object one coordinate may cover a run of adjacent plain batches
-    (each carrying its real base offset): readers that decode records iterate them with
-    `protocol.batch_runs.batches_in_range`."""
+    """Where one committed row of batches lives and what the broker must patch when
+    serving it. A row holds one batch or a run of batches of the partition back to back
+    (a producer's batches that one commit appended, or plain batches a merge joined), with
+    the run's offsets, bytes and largest timestamp and its first batch's producer fields:
+    readers split it with `protocol.batch_runs`."""
 
     object_key: str
     byte_offset: int
@@ -296,6 +298,7 @@ class RetentionResult:
     error: ErrorCode
     log_start_offset: int = -1
     batches_deleted: int = 0
+    """Rows deleted (a row holds one batch or a run of them: see BatchCoordinate)."""
     bytes_deleted: int = 0
 
 
@@ -471,10 +474,10 @@ class BatchCoordinator(abc.ABC):
         STOPPED): mirror_types.READ_ONLY_ERROR, as only commit_mirror writes there."""
 
     @abc.abstractmethod
-    async def commit_outcome(self, object_key: str) -> dict[int, CommitBatchResult] | None:
+    async def commit_outcome(self, object_key: str) -> CommitOutcome | None:
         """What the commit of `object_key` decided: None if the key is unknown (no commit
-        happened), else the accepted batches' results by byte offset in the object (see
-        `commit_outcome.py`). For a commit whose answer was lost."""
+        happened), else its rows, which give each batch of the object its original result
+        (`CommitOutcome.results`). For a commit whose answer was lost."""
 
     # -- fetch
     @abc.abstractmethod

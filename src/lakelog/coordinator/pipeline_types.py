@@ -32,8 +32,8 @@ class FileInfo:
 
 @dataclass(frozen=True, slots=True)
 class FileBatch:
-    """A batch row and where it lives (markers have no file, so never appear here). In a
-    merged segment one row may cover a run of batches (see `protocol.batch_runs`)."""
+    """A batch row and where it lives (markers have no file, so never appear here). One
+    row may cover a run of batches (see `protocol.batch_runs`)."""
 
     object_key: str
     topic_id: UUID

@@ -1,7 +1,9 @@
 """A byte-bounded LRU of batch bytes keyed by (object key, byte offset).
 
-Filled at produce time with the bytes just committed, so tailing consumers never read
-object storage; filled on misses with what was read.
+Filled at produce time with the bytes just committed, one entry per batch (the request's
+own buffer: no copy), so tailing consumers never read object storage; filled on misses
+with what was read, one entry per coordinate. A coordinate whose row holds a run of
+batches is found as the chain of entries that tiles its byte range (`get_range`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,23 @@ class BatchCache:
         self._items.move_to_end(key)
         metrics.cache_hits_total.inc()
         return data
+
+    def get_range(self, object_key: str, start: int, size: int) -> list[memoryview | bytes] | None:
+        """The entries that tile [start, start + size) of the object, in order, or None if
+        any part is missing. One hit or miss, however many entries."""
+        items = self._items
+        pieces: list[memoryview | bytes] = []
+        pos, end = start, start + size
+        while pos < end:
+            data = items.get((object_key, pos))
+            if data is None or not data or pos + len(data) > end:
+                metrics.cache_misses_total.inc()
+                return None
+            items.move_to_end((object_key, pos))
+            pieces.append(data)
+            pos += len(data)
+        metrics.cache_hits_total.inc()
+        return pieces
 
     def put(self, key: Key, data: memoryview | bytes) -> None:
         if len(data) > self._max_bytes:

@@ -1,6 +1,6 @@
 """Turn batch coordinates into batch bytes: cache first, then one ranged read per run of
-neighbouring batches in an object. Transaction markers live in no object: their control
-batches are built here."""
+neighbouring coordinates in an object. Transaction markers live in no object: their
+control batches are built here."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Sequence
 
 from lakelog.coordinator.interface import BatchCoordinate
+from lakelog.fetch.batches import Pieces
 from lakelog.fetch.cache import BatchCache
 from lakelog.protocol.control_batch import control_batch
 from lakelog.storage.store import ObjectStorage
@@ -81,19 +82,19 @@ class BatchReader:
         self._cache = cache
         self._reads = asyncio.Semaphore(max_concurrent_reads)
 
-    async def read(self, coords: Sequence[BatchCoordinate]) -> list[memoryview | bytes]:
-        """The bytes of each batch, in the order given."""
-        found: dict[tuple[str, int], memoryview | bytes] = {}
+    async def read(self, coords: Sequence[BatchCoordinate]) -> list[Pieces]:
+        """The bytes of each coordinate, in the order given, as consecutive pieces of whole
+        batches: one piece read from storage, or the cached batches of a run (no copy)."""
+        found: dict[tuple[str, int], Pieces] = {}
         missing = []
         for c in coords:
             if is_marker(c):
                 continue
-            key = (c.object_key, c.byte_offset)
-            data = self._cache.get(key)
-            if data is None:
+            pieces = self._cache.get_range(c.object_key, c.byte_offset, c.byte_size)
+            if pieces is None:
                 missing.append(c)
             else:
-                found[key] = data
+                found[(c.object_key, c.byte_offset)] = pieces
         if missing:
             await asyncio.gather(
                 *(
@@ -102,8 +103,15 @@ class BatchReader:
                 )
             )
         return [
-            marker_bytes(c) if is_marker(c) else found[(c.object_key, c.byte_offset)]
+            [marker_bytes(c)] if is_marker(c) else found[(c.object_key, c.byte_offset)]
             for c in coords
+        ]
+
+    async def read_whole(self, coords: Sequence[BatchCoordinate]) -> list[memoryview | bytes]:
+        """`read`, each coordinate's bytes in one buffer (a run from the cache is joined)."""
+        return [
+            pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            for pieces in await self.read(coords)
         ]
 
     async def _read_object(
@@ -111,8 +119,8 @@ class BatchReader:
         object_key: str,
         spans: list[tuple[int, int]],
         wanted: Sequence[BatchCoordinate],
-        found: dict[tuple[str, int], memoryview | bytes],
+        found: dict[tuple[str, int], Pieces],
     ) -> None:
         for c, data in await read_spans(self._storage, object_key, spans, wanted, self._reads):
-            found[(object_key, c.byte_offset)] = data
+            found[(object_key, c.byte_offset)] = [data]
             self._cache.put((object_key, c.byte_offset), data)

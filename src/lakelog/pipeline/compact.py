@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -51,7 +51,7 @@ from lakelog.pipeline.progress import JobSummary
 from lakelog.pipeline.records import Record, RecordDecodeError, decode_batch
 from lakelog.protocol.batch_runs import batches_in_range
 from lakelog.protocol.records import InvalidBatch, base_offset_bytes, read_header
-from lakelog.storage.keys import segment_key
+from lakelog.storage.keys import offsets_in_headers, segment_key
 from lakelog.storage.store import ObjectStorage
 
 MAX_KEYS = 2_000_000
@@ -234,13 +234,18 @@ async def _chunks(
         start = end
 
 
+def _in_range(coord: BatchCoordinate, view: memoryview) -> Iterator[tuple[int, memoryview]]:
+    return batches_in_range(
+        view, coord.base_offset, offsets_in_headers=offsets_in_headers(coord.object_key)
+    )
+
+
 def _batches(coord: BatchCoordinate, view: memoryview) -> list[tuple[int, list[Record]]]:
     """The row's batches as (real base offset, records); records carry their stored offset
     and timestamp deltas (decoded against base offset 0), as re-encoding needs them."""
     try:
         return [
-            (base, decode_batch(batch, base_offset=0))
-            for base, batch in batches_in_range(view, coord.base_offset)
+            (base, decode_batch(batch, base_offset=0)) for base, batch in _in_range(coord, view)
         ]
     except InvalidBatch as exc:
         raise RecordDecodeError(f"row at offset {coord.base_offset}: {exc}") from exc
@@ -321,7 +326,7 @@ class _SegmentWriter:
         out: list[tuple[int, int, bytes | memoryview]] = []  # (base, last, bytes)
         changed = False
         for (base, records), (_, batch) in zip(
-            _batches(coord, view), batches_in_range(view, coord.base_offset), strict=True
+            _batches(coord, view), _in_range(coord, view), strict=True
         ):
             header = read_header(batch)
             kept = self._kept(base, records, latest)

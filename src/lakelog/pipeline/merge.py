@@ -40,7 +40,7 @@ from lakelog.protocol.records import (
     base_offset_bytes,
     read_header,
 )
-from lakelog.storage.keys import SEGMENT_PREFIX, WAL_PREFIX, segment_key
+from lakelog.storage.keys import SEGMENT_PREFIX, WAL_PREFIX, offsets_in_headers, segment_key
 from lakelog.storage.store import ObjectStorage
 
 PAGE = 1000
@@ -168,7 +168,7 @@ def write_groups(
 def _checked(row: FileBatch, view: memoryview) -> bytes | None:
     """The row's bytes with every batch's real base offset written in, or None when they
     do not hold the row's batches intact."""
-    batches = _batches(row.base_offset, row.last_offset, view)
+    batches = _batches(row, view)
     return None if batches is None else _with_offsets(batches)
 
 
@@ -209,13 +209,15 @@ def _with_offsets(batches: list[tuple[int, memoryview]]) -> bytes:
     return bytes(out)
 
 
-def _batches(
-    base_offset: int, last_offset: int, view: memoryview
-) -> list[tuple[int, memoryview]] | None:
+def _batches(row: FileBatch, view: memoryview) -> list[tuple[int, memoryview]] | None:
     """(real base offset, bytes) of a row's batches if they are intact (CRC) and end at
     the row's last offset; None otherwise."""
     try:
-        batches = list(batches_in_range(view, base_offset))
+        batches = list(
+            batches_in_range(
+                view, row.base_offset, offsets_in_headers=offsets_in_headers(row.object_key)
+            )
+        )
     except InvalidBatch:
         return None
     if not batches:
@@ -225,6 +227,6 @@ def _batches(
         if crc32c.crc32c(batch[ATTRIBUTES_OFFSET:]) != read_header(batch).crc:
             return None
     last_base, last = batches[-1]
-    if last_base + read_header(last).last_offset_delta != last_offset:
+    if last_base + read_header(last).last_offset_delta != row.last_offset:
         return None
     return batches

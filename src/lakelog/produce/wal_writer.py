@@ -414,8 +414,8 @@ class WalWriter:
                     if known is not None:
                         log.info("commit of %s had happened; answering from its rows", key)
                         return [
-                            known.get(b.byte_offset) or CommitBatchResult(RETRIABLE_FAILURE)
-                            for b in batches
+                            r or CommitBatchResult(RETRIABLE_FAILURE)
+                            for r in known.results(batches)
                         ]
                 results = await self._coordinator.commit_file(
                     key, self._broker_id, epoch, size, batches

@@ -92,12 +92,14 @@ class RecordPosition:
     timestamp: int
 
 
-def record_positions(batch: bytes | memoryview) -> Iterator[RecordPosition]:
+def record_positions(
+    batch: bytes | memoryview, *, offsets_in_headers: bool
+) -> Iterator[RecordPosition]:
     """(offset delta, timestamp) of every record of a coordinate's bytes, decompressing as
-    needed. A merged segment's coordinate may hold several batches (`batch_runs`); deltas
-    are then relative to the first batch's base offset."""
+    needed. A coordinate may hold a run of batches (`batch_runs`; `offsets_in_headers` says
+    which kind); deltas are then relative to the first batch's base offset."""
     first_base = read_header(batch).base_offset
-    for base, view in batches_in_range(batch, first_base):
+    for base, view in batches_in_range(batch, first_base, offsets_in_headers=offsets_in_headers):
         header = read_header(view)
         body = decompress(header.compression, bytes(view[HEADER_SIZE:]), MAX_DECOMPRESSED_BYTES)
         pos = 0
@@ -114,10 +116,10 @@ def record_positions(batch: bytes | memoryview) -> Iterator[RecordPosition]:
 
 
 def first_offset_at_or_after(
-    batch: bytes | memoryview, base_offset: int, timestamp: int
+    batch: bytes | memoryview, base_offset: int, timestamp: int, *, offsets_in_headers: bool
 ) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record whose timestamp is >= `timestamp`."""
-    for record in record_positions(batch):
+    for record in record_positions(batch, offsets_in_headers=offsets_in_headers):
         if record.timestamp >= timestamp:
             return base_offset + record.offset_delta, record.timestamp
     return None

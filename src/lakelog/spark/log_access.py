@@ -120,11 +120,17 @@ async def offsets_for_timestamp(
         coord = result.batch
         if coord is not None and coord.timestamp_type != TimestampType.LOG_APPEND_TIME:
             from lakelog.protocol.record_reader import first_offset_at_or_after
+            from lakelog.storage.keys import offsets_in_headers
 
             data = await storage.get_range(
                 coord.object_key, coord.byte_offset, coord.byte_offset + coord.byte_size
             )
-            found = first_offset_at_or_after(bytes(data), coord.base_offset, timestamp)
+            found = first_offset_at_or_after(
+                bytes(data),
+                coord.base_offset,
+                timestamp,
+                offsets_in_headers=offsets_in_headers(coord.object_key),
+            )
             if found is not None:
                 offset = max(found[0], result.offset)
         out[b.key] = min(offset, b.end)

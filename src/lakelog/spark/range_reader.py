@@ -36,6 +36,7 @@ from lakelog.spark.aborted import AbortedFilter
 from lakelog.spark.log_access import LogSession
 from lakelog.spark.offsets import FROM_LOG_START, OffsetRange
 from lakelog.spark.options import Connection
+from lakelog.storage.keys import offsets_in_headers
 from lakelog.storage.store import ObjectStorage
 
 __all__ = [
@@ -126,8 +127,12 @@ async def read_range(
                 else -1
             )
             try:
-                # A merged segment's coordinate may cover a run of batches.
-                for base_offset, batch in batches_in_range(data, coord.base_offset):
+                # A coordinate may cover a run of batches.
+                for base_offset, batch in batches_in_range(
+                    data,
+                    coord.base_offset,
+                    offsets_in_headers=offsets_in_headers(coord.object_key),
+                ):
                     columns.add_batch(
                         batch,
                         base_offset=base_offset,

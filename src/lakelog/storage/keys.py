@@ -22,6 +22,7 @@ __all__ = [
     "ParsedKey",
     "key_kind",
     "new_wal_key",
+    "offsets_in_headers",
     "parse_key",
     "segment_key",
     "segment_prefix",
@@ -29,6 +30,7 @@ __all__ = [
 
 WAL_PREFIX = "wal"
 SEGMENT_PREFIX = "seg"
+_SEGMENT_KEY_START = SEGMENT_PREFIX + "/"
 _OFFSET_DIGITS = 20
 _MAX_PARTITION = 2**31 - 1
 _MAX_OFFSET = 2**63 - 1
@@ -69,6 +71,13 @@ def segment_prefix(topic_id: uuid.UUID, partition: int | None = None) -> str:
         return f"{SEGMENT_PREFIX}/{topic_id}"
     _check_partition(partition)
     return f"{SEGMENT_PREFIX}/{topic_id}/{partition}"
+
+
+def offsets_in_headers(object_key: str) -> bool:
+    """Whether the batches of the object's runs carry their real base offsets (segments,
+    which the pipeline writes so) or follow each other densely from the coordinate (WAL
+    objects: the producer's bytes). See `protocol.batch_runs`."""
+    return object_key.startswith(_SEGMENT_KEY_START)
 
 
 def segment_key(topic_id: uuid.UUID, partition: int, base_offset: int) -> str:

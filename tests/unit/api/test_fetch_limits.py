@@ -25,6 +25,7 @@ from lakelog.coordinator.interface import (
 from lakelog.coordinator.txn_types import AbortedTxn
 from lakelog.errors import ErrorCode
 from lakelog.protocol.fetch_response import PartitionData
+from lakelog.protocol.records import base_offset_bytes, read_header
 from tests.support.batches import build_batch
 
 TOPIC = "t"
@@ -70,12 +71,14 @@ class Log:
     """One partition's stored batches: coordinates and the bytes each stands for."""
 
     coords: list[BatchCoordinate] = field(default_factory=list)
-    data: dict[tuple[str, int], bytes] = field(default_factory=dict)
+    data: dict[tuple[str, int], list[bytes]] = field(default_factory=dict)
     aborted: list[AbortedTxn] = field(default_factory=list)
     next_offset: int = 0
 
-    def add(self, *batches: bytes, segment: bool = False) -> BatchCoordinate:
-        """One coordinate over `batches` back to back (several only in a segment row)."""
+    def add(self, *batches: bytes, segment: bool = False, pieces: bool = False) -> BatchCoordinate:
+        """One coordinate over `batches` back to back: in a segment row (batches carry their
+        offsets), else in a WAL row (a producer's run: offsets follow the coordinate's);
+        `pieces`: read back one piece per batch, as the fetch cache holds a WAL run."""
         blob = b"".join(batches)
         count = sum(int.from_bytes(b[57:61], "big") for b in batches)
         key = f"seg/{uuid.uuid4()}/0/0-x" if segment else f"wal/{uuid.uuid4()}"
@@ -96,7 +99,7 @@ class Log:
         )
         self.next_offset += count
         self.coords.append(coord)
-        self.data[(key, 0)] = blob
+        self.data[(key, 0)] = list(batches) if pieces else [blob]
         return coord
 
 
@@ -125,7 +128,9 @@ class FakeBroker:
             )
         return out
 
-    async def read(self, coords: Sequence[BatchCoordinate]) -> list[bytes]:
+    async def read(self, coords: Sequence[BatchCoordinate]) -> list[list[bytes]]:
+        """Each coordinate's bytes as the cache would give a WAL run (one piece per batch,
+        when the test split them so) or as one read from the store."""
         self.read_coords.extend(coords)
         return [
             next(log.data[(c.object_key, 0)] for log in self.logs.values() if c in log.coords)
@@ -280,3 +285,33 @@ def test_a_fetch_inside_a_run_too_big_for_the_limit_still_progresses() -> None:
     # Alone (or first), that batch goes alone.
     got = fetch({1: second}, {1: 500}, offsets={1: 1})
     assert sent(got[1]) == inner[1]
+
+
+def offsets_sent(data: PartitionData) -> list[tuple[int, int]]:
+    """(base offset, record count) of each batch the partition's answer carries."""
+    out = []
+    blob = sent(data)
+    pos = 0
+    while pos < len(blob):
+        header = read_header(blob, pos)
+        out.append((header.base_offset, header.record_count))
+        pos += header.size
+    return out
+
+
+@pytest.mark.parametrize("pieces", [False, True], ids=["read", "cached"])
+def test_a_producers_run_gets_each_batch_its_offset(pieces: bool) -> None:
+    """A WAL row holding a producer's run: the bytes carry the producer's base offsets
+    (0 here), so each batch's offset follows the one before it; fetches inside the run
+    start at the batch holding the offset, and a limit cuts between batches."""
+    log = Log()
+    log.add(batch(0, 50))  # offset 0
+    inner = [batch(0, 200, records=2), batch(0, 200), batch(0, 200, records=3)]
+    log.add(*inner, pieces=pieces)  # offsets 1-2, 3, 4-6
+    got = fetch({0: log}, {0: 1 << 20})
+    assert offsets_sent(got[0]) == [(0, 1), (1, 2), (3, 1), (4, 3)]
+    got = fetch({0: log}, {0: 1 << 20}, offsets={0: 3})
+    assert offsets_sent(got[0]) == [(3, 1), (4, 3)]
+    got = fetch({0: log}, {0: len(inner[0]) + len(inner[1]) + 5}, offsets={0: 2})
+    assert offsets_sent(got[0]) == [(1, 2), (3, 1)]
+    assert sent(got[0])[8:] == (inner[0] + base_offset_bytes(3) + inner[1][8:])[8:]

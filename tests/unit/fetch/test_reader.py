@@ -47,6 +47,36 @@ async def test_reader_serves_misses_from_store_then_from_cache() -> None:
     cache = BatchCache(1 << 20)
     reader = BatchReader(storage, cache)
     coords = [_coord("wal/x", 4, 6), _coord("wal/x", 0, 4), _coord("wal/x", 10, 2)]
-    assert [bytes(d) for d in await reader.read(coords)] == [b"bbbbbb", b"aaaa", b"cc"]
+    assert [joined(d) for d in await reader.read(coords)] == [b"bbbbbb", b"aaaa", b"cc"]
     await storage.delete("wal/x")
-    assert [bytes(d) for d in await reader.read(coords[:1])] == [b"bbbbbb"]  # cached
+    assert [joined(d) for d in await reader.read(coords[:1])] == [b"bbbbbb"]  # cached
+
+
+def joined(pieces: list[memoryview | bytes]) -> bytes:
+    return b"".join(bytes(p) for p in pieces)
+
+
+async def test_a_run_is_served_from_the_entries_that_tile_it() -> None:
+    """The broker caches a WAL object's batches one by one as it commits them; a row
+    holding a run of them is served as those entries, without a copy. A run with a part
+    missing is read whole from the store and cached as one entry."""
+    storage = ObjectStorage.from_url("memory://")
+    await storage.put("wal/x", [b"aaaa", b"bbbbbb", b"cc", b"dddd"])
+    cache = BatchCache(1 << 20)
+    cached = [memoryview(b"aaaa"), memoryview(b"bbbbbb"), memoryview(b"cc")]
+    for start, data in zip((0, 4, 10), cached, strict=True):
+        cache.put(("wal/x", start), data)
+    reader = BatchReader(storage, cache)
+    [run] = await reader.read([_coord("wal/x", 0, 12)])
+    assert [p.obj for p in run] == [p.obj for p in cached]  # the cached buffers themselves
+    [inner] = await reader.read([_coord("wal/x", 4, 8)])
+    assert joined(inner) == b"bbbbbbcc"
+    assert await reader.read_whole([_coord("wal/x", 0, 12)]) == [b"aaaabbbbbbcc"]
+
+    [longer] = await reader.read([_coord("wal/x", 4, 12)])  # "dddd" is not cached
+    assert len(longer) == 1 and bytes(longer[0]) == b"bbbbbbccdddd"
+    await storage.delete("wal/x")
+    [again] = await reader.read([_coord("wal/x", 4, 12)])
+    assert joined(again) == b"bbbbbbccdddd"
+    # An entry running past the row's end does not serve it (never more than the row).
+    assert cache.get_range("wal/x", 4, 10) is None

@@ -45,7 +45,7 @@ async def test_markers_are_built_and_data_is_read() -> None:
         _coord("wal/x", 4, 4, 2),
         _coord("", 0, 0, 3, CONTROL_COMMIT),
     ]
-    data, abort, more, commit = await reader.read(coords)
+    [data], [abort], [more], [commit] = await reader.read(coords)
     assert (bytes(data), bytes(more)) == (b"aaaa", b"bbbb")
     for raw, offset, control in ((abort, 1, CONTROL_ABORT), (commit, 3, CONTROL_COMMIT)):
         batch = DefaultRecordBatch(bytes(raw))
@@ -59,5 +59,5 @@ async def test_markers_are_built_and_data_is_read() -> None:
 async def test_markers_alone_never_touch_the_store() -> None:
     storage = ObjectStorage.from_url("memory://")  # empty: any read would fail
     reader = BatchReader(storage, BatchCache(1 << 20))
-    [raw] = await reader.read([_coord("", 0, 0, 7, CONTROL_COMMIT)])
+    [[raw]] = await reader.read([_coord("", 0, 0, 7, CONTROL_COMMIT)])
     assert DefaultRecordBatch(bytes(raw)).base_offset == 7

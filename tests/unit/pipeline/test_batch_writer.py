@@ -56,10 +56,10 @@ def test_rebuild_keeps_header_offsets_and_codec(codec: str) -> None:
 def test_runs_of_batches_and_keyed_check() -> None:
     first = build_batch([(b"a", b"1"), (b"b", b"2")], base_offset=0)
     second = build_batch([(b"c", b"3")], base_offset=12)
-    run = list(batches_in_range(first + second, 10))
+    run = list(batches_in_range(first + second, 10, offsets_in_headers=True))
     assert [(base, len(view)) for base, view in run] == [(10, len(first)), (12, len(second))]
     with pytest.raises(InvalidBatch):
-        list(batches_in_range(first + second[:-1], 10))
+        list(batches_in_range(first + second[:-1], 10, offsets_in_headers=True))
 
     assert all_records_keyed(build_batch([(b"a", b"1"), (b"", None)], codec="zstd"))
     assert not all_records_keyed(build_batch([(b"a", b"1"), (None, b"2")], codec="lz4"))

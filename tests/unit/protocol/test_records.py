@@ -70,9 +70,9 @@ def test_log_append_time_patch() -> None:
 def test_record_timestamps_every_codec(codec: str) -> None:
     timestamps = [100, 105, 103, 200]
     batch = build_batch([(b"k", b"v" * 50)] * 4, timestamps=timestamps, codec=codec)
-    assert [r.timestamp for r in record_positions(batch)] == timestamps
-    assert first_offset_at_or_after(batch, 10, 104) == (11, 105)
-    assert first_offset_at_or_after(batch, 10, 201) is None
+    assert [r.timestamp for r in record_positions(batch, offsets_in_headers=False)] == timestamps
+    assert first_offset_at_or_after(batch, 10, 104, offsets_in_headers=False) == (11, 105)
+    assert first_offset_at_or_after(batch, 10, 201, offsets_in_headers=False) is None
 
 
 @given(

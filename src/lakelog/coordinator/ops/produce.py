@@ -11,8 +11,8 @@ SQLite's one writer (BEGIN IMMEDIATE) serializes commits whole.
 
 Round trips (PostgreSQL pipeline mode): the key claim, the epoch and the loads are sent
 before any answer is read; the shared planner (`commit_plan`) then decides in Python while
-the batch rows already go out, 100 per statement; the other writes travel unawaited with
-the COMMIT."""
+the batch rows (one per run of batches) already go out a slice of 100 batches at a time;
+the other writes travel unawaited with the COMMIT."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from lakelog.coordinator.ops.txn import load_ongoing, record_first_offsets
 from lakelog.errors import ErrorCode
 
 ROWS_PER_INSERT = 100
-"""Batches planned, and rows sent, per INSERT statement."""
+"""Batches planned per slice; each slice's finished rows go out in one INSERT."""
 
 _TYPES = {
     "partition": "int",
@@ -163,14 +163,18 @@ async def _plan_and_insert(
     planned: on PostgreSQL the server inserts one slice while Python plans the next (on
     two cores the commit then takes about the longer of the two, not their sum)."""
     results: list[CommitBatchResult] = []
+    rows = plan.rows
     sent = 0
     for start in range(0, len(batches), ROWS_PER_INSERT):
         results.extend(
             [plan_batch(plan, b, file_size) for b in batches[start : start + ROWS_PER_INSERT]]
         )
-        if len(plan.rows) > sent:
-            await s.insert_int_rows("batches", BATCH_ROW_TYPES, plan.rows[sent:])
-            sent = len(plan.rows)
+        # The last row may still grow with the next batch: it goes with the next slice.
+        if len(rows) - 1 > sent:
+            await s.insert_int_rows("batches", BATCH_ROW_TYPES, rows[sent:-1])
+            sent = len(rows) - 1
+    if len(rows) > sent:
+        await s.insert_int_rows("batches", BATCH_ROW_TYPES, rows[sent:])
     return results
 
 
@@ -216,7 +220,8 @@ async def committed_batches(s: Session, object_key: str) -> commit_outcome.Commi
     if row is None:
         return None
     rows = await s.fetchall(
-        "SELECT b.byte_offset, b.base_offset, b.log_append_time, p.log_start_offset"
+        "SELECT b.byte_offset, b.byte_size, b.base_offset, b.log_append_time,"
+        " p.log_start_offset"
         " FROM batches b JOIN partitions p"
         " ON p.topic_id = b.topic_id AND p.partition = b.partition"
         " WHERE b.file_id = ?",
