@@ -76,6 +76,8 @@ class CommitPlan:
     txns: dict[int, OngoingTxn] = field(default_factory=dict)
     """By producer id: the transactions of the transactional batches' producers (the
     commit barrier's view, loaded under the partition locks)."""
+    last_lookup: tuple[object, int, PartitionRow | None] = (None, -1, None)
+    """(topic id object, partition, its row) of the last batch planned."""
     txn_firsts: list[tuple[str, int, int, int]] = field(default_factory=list)
     """(transactional id, topic row id, partition, offset): transactions' first batches."""
 
@@ -155,7 +157,13 @@ def plan_batch(plan: CommitPlan, batch: CommitBatch, file_size: int) -> CommitBa
     record_count = batch.record_count
     if record_count < 1 or byte_size < 1 or byte_offset < 0 or byte_offset + byte_size > file_size:
         return _CORRUPT
-    part = plan.partitions.get((batch.topic_id, batch.partition))
+    topic, partition = batch.topic_id, batch.partition
+    last = plan.last_lookup
+    if topic is last[0] and partition == last[1]:
+        part = last[2]  # objects group batches by partition: no UUID hash per batch
+    else:
+        part = plan.partitions.get((topic, partition))
+        plan.last_lookup = (topic, partition, part)
     if part is None:
         return _UNKNOWN
     pid = batch.producer_id
