@@ -61,6 +61,8 @@ class Options:
     topics: int
     idempotent_pct: int
     producers: int
+    interleave: int = 1
+    """Producers taking turns batch by batch on each idempotent partition (1: one each)."""
 
 
 class Workload:
@@ -71,11 +73,14 @@ class Workload:
         per_topic = opts.partitions // opts.topics
         self.partitions = [(t, p) for t in topic_ids for p in range(per_topic)]
         idem = len(self.partitions) * opts.idempotent_pct // 100
-        self.producer_of = {
-            tp: producer_ids[i % len(producer_ids)] if i < idem and producer_ids else -1
+        # Each idempotent partition's producers, taking turns batch by batch.
+        self.producers_of = {
+            tp: [producer_ids[(i + k) % len(producer_ids)] for k in range(opts.interleave)]
+            if i < idem and producer_ids
+            else [-1]
             for i, tp in enumerate(self.partitions)
         }
-        self.next_seq: dict[tuple[UUID, int], int] = {}
+        self.next_seq: dict[tuple[UUID, int, int], int] = {}
         self.batches = opts.batches
         self.byte_size = OBJECT_BYTES // opts.batches
 
@@ -86,11 +91,12 @@ class Workload:
         out = []
         for i in range(self.batches):
             tp = self.partitions[i * n // self.batches]
-            pid = self.producer_of[tp]
+            producers = self.producers_of[tp]
+            pid = producers[i % len(producers)]
             seq = -1
             if pid >= 0:
-                seq = self.next_seq.get(tp, 0)
-                self.next_seq[tp] = seq + RECORDS_PER_BATCH
+                seq = self.next_seq.get((*tp, pid), 0)
+                self.next_seq[(*tp, pid)] = seq + RECORDS_PER_BATCH
             out.append(
                 CommitBatch(
                     topic_id=tp[0],
@@ -292,14 +298,24 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]
     ap.add_argument("--topics", type=int, default=10, help="topics they belong to (10)")
     ap.add_argument("--idempotent-pct", type=int, default=50, help="%% idempotent partitions")
     ap.add_argument("--producers", type=int, default=10, help="idempotent producer ids (10)")
+    ap.add_argument(
+        "--interleave",
+        type=int,
+        default=1,
+        help="producers taking turns on each idempotent partition (1); with 2 or more and"
+        " --idempotent-pct 100 no two batches of a commit share a row (the worst case)",
+    )
     ap.add_argument("--postgres-url", help="measure this database instead of a throwaway one")
     ap.add_argument("--no-postgres", action="store_true", help="SQLite only")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     a = ap.parse_args(argv)
-    if min(a.commits, a.batches, a.topics, a.producers) < 1 or a.partitions < a.topics:
-        ap.error("commits, batches, topics, producers >= 1; partitions >= topics")
+    if min(a.commits, a.batches, a.topics, a.producers, a.interleave) < 1 or (
+        a.partitions < a.topics or a.interleave > a.producers
+    ):
+        ap.error("commits, batches, topics, producers, interleave >= 1; partitions >= topics;"
+                 " interleave <= producers")  # fmt: skip
     opts = Options(a.commits, a.warmup, a.batches, a.partitions, a.topics,
-                   a.idempotent_pct, a.producers)  # fmt: skip
+                   a.idempotent_pct, a.producers, a.interleave)  # fmt: skip
     return opts, a
 
 
@@ -311,8 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(table(rows))
+    turns = f", {opts.interleave} producers taking turns on each" if opts.interleave > 1 else ""
     print(f"\nper commit: one {OBJECT_BYTES >> 20} MiB object, {opts.batches} batches over "
-          f"{opts.partitions} partitions ({opts.idempotent_pct}% idempotent); "
+          f"{opts.partitions} partitions ({opts.idempotent_pct}% idempotent{turns}); "
           f"{opts.commits} timed after {opts.warmup} warm-up")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"options": asdict(opts), "results": rows}, indent=2))

@@ -267,6 +267,9 @@ class WalWriter:
     ) -> None:
         try:
             key = new_wal_key()
+            # By producer: a producer's batches of a partition go back to back, so the
+            # commit writes one row for them (`commit_plan`); a producer's (and so a
+            # connection's) own order is kept.
             wal = build_wal(
                 [
                     (
@@ -279,7 +282,8 @@ class WalWriter:
                         r.header.base_sequence,
                     )
                     for r in buffer.entries
-                ]
+                ],
+                by_producer=True,
             )
             uploaded = True
             try:
@@ -365,10 +369,16 @@ class WalWriter:
             )
             for r, (offset, length) in zip(buffer.entries, placements, strict=True)
         ]
-        results = await self._commit_until_known(key, size, batches, epoch)
-        if results is None:
+        # In object order: a partition's batches in the order their bytes lie, so those of
+        # one producer are neighbours in the list too and share a row.
+        order = sorted(range(len(batches)), key=lambda i: batches[i].byte_offset)
+        in_order = await self._commit_until_known(key, size, [batches[i] for i in order], epoch)
+        if in_order is None:
             self._fail(buffer)
             return
+        results: list[CommitBatchResult] = [in_order[0]] * len(batches)
+        for i, result in zip(order, in_order, strict=True):
+            results[i] = result
         metrics.wal_objects_total.inc()
         if any(r.error == ErrorCode.stale_broker_epoch for r in results):
             log.warning("commit of %s refused: this broker was fenced", key)

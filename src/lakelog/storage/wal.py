@@ -10,8 +10,10 @@ coordinator. All integers are big-endian, like Kafka's wire format.
                producer_id:i64 producer_epoch:i16 base_sequence:i32
     trailer := footer_length:u32 entry_count:u32 footer_crc32c:u32 version:u16 magic:6s
 
-Batches of one (topic id, partition) are contiguous and keep their arrival order; the
-groups are sorted by (topic id, partition), so the footer is sorted too. There is no
+Batches of one (topic id, partition) are contiguous and keep their arrival order (produce
+objects group them by producer id first: each producer's batches keep their order, and
+the order between producers of one object is no promise Kafka makes); the groups are
+sorted by (topic id, partition), so the footer is sorted too. There is no
 header: readers find the trailer at the end (one suffix range request) and batch offsets
 stay plain object offsets.
 """
@@ -96,12 +98,20 @@ class WalObject:
     placements: list[tuple[int, int]]
 
 
-def build_wal(entries: Sequence[WalEntry | tuple]) -> WalObject:
-    """Lay out entries as a WAL object: batch buffers as given, plus one footer buffer."""
+def build_wal(entries: Sequence[WalEntry | tuple], *, by_producer: bool = False) -> WalObject:
+    """Lay out entries as a WAL object: batch buffers as given, plus one footer buffer.
+    `by_producer`: within a partition, each producer id's batches lie together (in their
+    arrival order), so one producer's batches are back to back (one coordinator row)."""
     count = len(entries)
     typed = [WalEntry(*entry) for entry in entries]
     sizes = [_nbytes(entry.batch) for entry in typed]
-    order = sorted(range(count), key=lambda i: (typed[i].topic_id.bytes, typed[i].partition, i))
+    if by_producer:
+        order = sorted(
+            range(count),
+            key=lambda i: (typed[i].topic_id.bytes, typed[i].partition, typed[i].producer_id, i),
+        )
+    else:
+        order = sorted(range(count), key=lambda i: (typed[i].topic_id.bytes, typed[i].partition, i))
     footer = bytearray(count * ENTRY_SIZE + TRAILER_SIZE)
     placements: list[tuple[int, int]] = [(0, 0)] * count
     parts: list[bytes | bytearray | memoryview] = []

@@ -119,8 +119,42 @@ async def test_batches_committed_with_dense_offsets_and_footer(
     assert obj.object_key.startswith("wal/")
     entries = read_footer(bytes(await storage.get(obj.object_key)))
     assert len(entries) == 6
+    # The object holds each partition's batches back to back: one row (a run) each.
     [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 0, 0, 1 << 20)])
-    assert [b.base_offset for b in found.batches] == [0, 1, 2]
+    assert [(b.base_offset, b.last_offset) for b in found.batches] == [(0, 2)]
+    await writer.close()
+
+
+async def test_a_partitions_batches_group_by_producer(coordinator: BatchCoordinator) -> None:
+    """Producers interleaved in arrival order: the object lays each producer's batches of a
+    partition back to back, in that producer's order (plain batches, the connections'
+    order), so each producer's batches share one row; offsets follow the object."""
+    storage = ObjectStorage.from_url("memory://")
+    topic_id = await _topic(coordinator)
+    writer = _writer(storage, coordinator, [])
+    a, b = dict(producer_id=7, producer_epoch=0), dict(producer_id=9, producer_epoch=0)
+    futures = await writer.append(
+        [
+            _request(topic_id, 0, b"a0", base_sequence=0, **a),
+            _request(topic_id, 0, b"x"),
+            _request(topic_id, 0, b"b0", base_sequence=0, **b),
+            _request(topic_id, 1, b"other"),
+            _request(topic_id, 0, b"a1", base_sequence=1, **a),
+            _request(topic_id, 0, b"y"),
+            _request(topic_id, 0, b"b1", base_sequence=1, **b),
+            _request(topic_id, 0, b"a2", base_sequence=2, **a),
+        ]
+    )
+    results = await asyncio.gather(*futures)
+    assert [(r.error, r.base_offset) for r in results] == [
+        (ErrorCode.none, offset) for offset in (2, 0, 5, 0, 3, 1, 6, 4)
+    ]
+    [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 0, 0, 1 << 20)])
+    assert [(c.base_offset, c.last_offset, c.producer_id) for c in found.batches] == [
+        (0, 1, -1),
+        (2, 4, 7),
+        (5, 6, 9),
+    ]
     await writer.close()
 
 
@@ -238,8 +272,8 @@ async def test_failed_commit_is_retried_through_an_outage(coordinator: BatchCoor
 async def test_lost_commit_answer_is_answered_from_the_rows(
     coordinator: BatchCoordinator,
 ) -> None:
-    """The commit happened but its answer was lost: the batches get their offsets, and
-    nothing is committed twice."""
+    """The commit happened but its answer was lost: the batches get their offsets (those
+    inside a producer's run too), and nothing is committed twice."""
     storage = ObjectStorage.from_url("memory://")
     flaky = FlakyCoordinator(coordinator, lose_answers=[0], fail_lookups=1)
     topic_id = await _topic(coordinator)
@@ -260,7 +294,7 @@ async def test_lost_commit_answer_is_answered_from_the_rows(
     ]
     assert len(flaky.commits) == 1  # looked up, never committed again
     [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 0, 0, 1 << 20)])
-    assert [b.base_offset for b in found.batches] == [0, 1]
+    assert [(b.base_offset, b.last_offset) for b in found.batches] == [(0, 1)]
     await writer.close()
 
 
