@@ -19,7 +19,7 @@ from lakelog.coordinator import (
     RetentionPolicy,
     TimestampType,
 )
-from lakelog.coordinator.commit_plan import RUN_MAX_BYTES
+from lakelog.coordinator.commit_plan import RUN_MAX_BATCHES, RUN_MAX_BYTES
 from lakelog.coordinator.txn_types import AbortedTxn
 from lakelog.errors import ErrorCode
 
@@ -88,6 +88,16 @@ async def test_a_run_stops_growing_at_its_size_cap(coordinator: BatchCoordinator
     assert rows(await read_all(coordinator, t)) == [
         (0, 2, 0, 3 * third),
         (3, 4, 3 * third, 2 * third),
+    ]
+
+
+async def test_a_run_stops_growing_at_its_batch_cap(coordinator: BatchCoordinator) -> None:
+    t = await new_topic(coordinator)
+    results = await commit(coordinator, [batch(t, size=61)] * (RUN_MAX_BATCHES + 3))
+    assert [r.base_offset for r in results] == list(range(RUN_MAX_BATCHES + 3))
+    assert rows(await read_all(coordinator, t)) == [
+        (0, RUN_MAX_BATCHES - 1, 0, 61 * RUN_MAX_BATCHES),
+        (RUN_MAX_BATCHES, RUN_MAX_BATCHES + 2, 61 * RUN_MAX_BATCHES, 61 * 3),
     ]
 
 

@@ -8,9 +8,10 @@ the commit needs (the partitions and producer histories `wanted` lists), then ca
 its per-batch work to dictionary lookups and tuples.
 
 Rows are runs: a batch that follows the previous accepted batch of the object in the same
-partition, from the same producer, joins its row (up to RUN_MAX_BYTES), so a full object
-writes about one row per partition and producer instead of one per batch. Readers split a
-row's bytes back into batches (`protocol.batch_runs`); results stay one per batch."""
+partition, from the same producer, joins its row (up to RUN_MAX_BYTES and
+RUN_MAX_BATCHES), so a full object writes about one row per partition and producer
+instead of one per batch. Readers split a row's bytes back into batches
+(`protocol.batch_runs`); results stay one per batch."""
 
 from __future__ import annotations
 
@@ -76,6 +77,8 @@ class CommitPlan:
     txns: dict[int, OngoingTxn] = field(default_factory=dict)
     """By producer id: the transactions of the transactional batches' producers (the
     commit barrier's view, loaded under the partition locks)."""
+    run_batches: int = 0
+    """Batches in the last row."""
     last_lookup: tuple[object, int, PartitionRow | None] = (None, -1, None)
     """(topic id object, partition, its row) of the last batch planned."""
     txn_firsts: list[tuple[str, int, int, int]] = field(default_factory=list)
@@ -119,6 +122,10 @@ RUN_MAX_BYTES = 1024 * 1024
 """A run of batches sharing one row stops growing at this size. A fetch reads a whole row
 from object storage even when it starts inside it, so this bounds that read (about
 max.partition.fetch.bytes, like the pipeline's merge.row.max.bytes)."""
+RUN_MAX_BATCHES = 256
+"""...or at this many batches: a fetch starting inside a row walks the batch headers before
+its offset, so this bounds that walk (a consumer fetching tiny pieces of a row of tiny
+batches would otherwise walk the row over and over)."""
 
 
 def well_formed(batch: CommitBatch, file_size: int) -> bool:
@@ -211,6 +218,7 @@ def plan_batch(plan: CommitPlan, batch: CommitBatch, file_size: int) -> CommitBa
         and row[_R_LAST] + 1 == base_offset
         and row[_R_BYTE_OFFSET] + row[_R_BYTE_SIZE] == byte_offset
         and row[_R_BYTE_SIZE] + byte_size <= RUN_MAX_BYTES
+        and plan.run_batches < RUN_MAX_BATCHES
         and row[_R_PARTITION] == part.partition
         and row[_R_TOPIC] == part.topic_id
         and row[_R_PRODUCER_ID] == pid
@@ -225,7 +233,9 @@ def plan_batch(plan: CommitPlan, batch: CommitBatch, file_size: int) -> CommitBa
         if max_timestamp > row[_R_MAX_TIMESTAMP]:
             row[_R_MAX_TIMESTAMP] = max_timestamp
         row[_R_TIMESTAMP_HIGH] = part.max_timestamp
+        plan.run_batches += 1
     else:
+        plan.run_batches = 1
         plan.rows.append(
             [
                 part.topic_id,
