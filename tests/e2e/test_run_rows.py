@@ -46,37 +46,51 @@ class Stored:
     offset: int
     value: bytes
     timestamp: int
+    key: bytes | None = None
 
 
-def _value(partition: int, i: int, j: int) -> bytes:
-    head = b"p%d-b%03d-r%d:" % (partition, i, j)
+def _value(partition: int, i: int, j: int, tag: bytes = b"") -> bytes:
+    head = tag + b"p%d-b%03d-r%d:" % (partition, i, j)
     size = 20_000 if i % 9 == 4 else 40 + (i * 37) % 300  # mostly small, some big
     return head + b"x" * size
 
 
-def _produce_burst(
-    broker: BrokerProcess, topic: str, partitions: int, count: int, t0: int
+def produce_burst(
+    broker: BrokerProcess,
+    topic: str,
+    partitions: int,
+    count: int,
+    t0: int,
+    keys: int = 0,
+    log: dict[int, list[Stored]] | None = None,
 ) -> dict[int, list[Stored]]:
-    """`count` single-batch Produce requests pipelined on one connection (partition i %
-    partitions, 1-4 records, garbage base offsets), then every answer, in order."""
+    """`count` single-batch Produce requests pipelined on one connection (every fifth to a
+    partition in turn, the rest to partition 0; 1-4 records; garbage base offsets), then
+    every answer, in order. `keys`: records keyed k0..k(keys-1) in turn (else keyless).
+    `log`: what earlier bursts stored, extended (values then carry the burst's number)."""
+    log = log if log is not None else {p: [] for p in range(partitions)}
+    tag = b"%d-" % len(log[0]) if log[0] else b""
     frames, sent = [], []
     for i in range(count):
         p = 0 if i % 5 else i // 5 % partitions
         n = 1 + i % 4
-        values = [_value(p, i, j) for j in range(n)]
-        batch = record_batch(values, t0 + 10 * i, base_offset=1_000_003 + 7 * i)
+        values = [_value(p, i, j, tag) for j in range(n)]
+        names = [b"k%d" % ((4 * i + j) % keys) for j in range(n)] if keys else None
+        batch = record_batch(values, t0 + 10 * i, keys=names, base_offset=1_000_003 + 7 * i)
         frames.append(encode_request(0, 7, i + 1, produce_v7({topic: {p: batch}})))
-        sent.append((p, values, t0 + 10 * i))
-    log: dict[int, list[Stored]] = {p: [] for p in range(partitions)}
+        sent.append((p, values, t0 + 10 * i, names or [None] * n))
     with WireClient(broker.port, timeout=60) as client:
         client.send_raw(b"".join(frames))
-        for i, (p, values, ts) in enumerate(sent):
+        for i, (p, values, ts, names) in enumerate(sent):
             correlation_id, response = decode_response(0, 7, client.read_frame())
             assert correlation_id == i + 1
             error, base = produce_errors(response)[(topic, p)]
             assert error == 0, f"request {i}: error {error}"
             assert base == len(log[p]), f"request {i}: offset {base}, expected {len(log[p])}"
-            log[p] += [Stored(base + j, v, ts + j) for j, v in enumerate(values)]
+            log[p] += [
+                Stored(base + j, v, ts + j, k)
+                for j, (v, k) in enumerate(zip(values, names, strict=True))
+            ]
     return log
 
 
@@ -95,7 +109,7 @@ def _rows(broker: BrokerProcess, topic_id: object, partition: int) -> list[tuple
     return asyncio.run(find())
 
 
-def _assert_runs(broker: BrokerProcess, topic: str, log: list[Stored]) -> None:
+def assert_runs(broker: BrokerProcess, topic: str, log: list[Stored]) -> None:
     """Partition 0's rows hold runs: fewer rows than batches (else the test proves
     nothing)."""
     rows = _rows(broker, _topic_id(broker, topic), 0)
@@ -116,7 +130,7 @@ def _topic_id(broker: BrokerProcess, topic: str) -> object:
     return asyncio.run(find())
 
 
-def _fetched(records: bytes | None) -> list[tuple[int, int, int, bytes, int, int]]:
+def fetched_batches(records: bytes | None) -> list[tuple[int, int, int, bytes, int, int]]:
     """(base offset, last offset, attributes, bytes, max timestamp, position) of each
     batch of a partition's answer, checking CRCs and that no batch is cut."""
     data = bytes(records or b"")
@@ -140,14 +154,16 @@ def _fetched(records: bytes | None) -> list[tuple[int, int, int, bytes, int, int
     return out
 
 
-def _fetch(client: WireClient, topic: str, partition: int, offset: int, max_bytes: int) -> list:
+def fetch_batches(
+    client: WireClient, topic: str, partition: int, offset: int, max_bytes: int
+) -> list:
     response = client.request(1, 4, fetch_v4(topic, partition, offset, max_bytes, max_wait_ms=0))
     part = response.responses[0].partitions[0]
     assert int(part.error_code) == 0, part.error_code
-    return _fetched(part.records)
+    return fetched_batches(part.records)
 
 
-def _check_batches(batches: Sequence[tuple], log: list[Stored], offset: int) -> None:
+def check_batches(batches: Sequence[tuple], log: list[Stored], offset: int) -> None:
     """The batches start at the one holding `offset`, follow each other without a gap,
     and every record is the one stored at its offset."""
     assert batches, f"nothing returned at {offset}"
@@ -168,18 +184,18 @@ def run_broker(broker_factory: BrokerFactory) -> BrokerProcess:
 def test_runs_serve_every_offset_exactly(run_broker: BrokerProcess, topic_name: str) -> None:
     create_topic(run_broker.bootstrap, topic_name, partitions=2)
     t0 = now_ms() - 60_000
-    log = _produce_burst(run_broker, topic_name, 2, 120, t0)
-    _assert_runs(run_broker, topic_name, log[0])
+    log = produce_burst(run_broker, topic_name, 2, 120, t0)
+    assert_runs(run_broker, topic_name, log[0])
 
     end = len(log[0])
     with WireClient(run_broker.port, timeout=30) as client:
         for offset in range(end):
-            _check_batches(_fetch(client, topic_name, 0, offset, 1 << 20), log[0], offset)
+            check_batches(fetch_batches(client, topic_name, 0, offset, 1 << 20), log[0], offset)
             # A limit below one batch: the batch holding the offset comes alone.
-            alone = _fetch(client, topic_name, 0, offset, 100)
+            alone = fetch_batches(client, topic_name, 0, offset, 100)
             assert len(alone) == 1
-            _check_batches(alone, log[0], offset)
-        _check_batches(_fetch(client, topic_name, 1, 0, 1 << 20), log[1], 0)
+            check_batches(alone, log[0], offset)
+        check_batches(fetch_batches(client, topic_name, 1, 0, 1 << 20), log[1], 0)
 
         # ListOffsets: each record's own timestamp finds it; one ms later finds the next.
         for stored in log[0]:
@@ -196,8 +212,8 @@ def test_real_consumers_read_runs(run_broker: BrokerProcess, topic_name: str) ->
     from kafka import TopicPartition as KafkaTopicPartition
 
     create_topic(run_broker.bootstrap, topic_name, partitions=1)
-    log = _produce_burst(run_broker, topic_name, 1, 80, now_ms())[0]
-    _assert_runs(run_broker, topic_name, log)
+    log = produce_burst(run_broker, topic_name, 1, 80, now_ms())[0]
+    assert_runs(run_broker, topic_name, log)
     expected = [(s.offset, s.value) for s in log]
 
     # librdkafka with a partition limit below the big records: runs are cut between batches.
@@ -251,12 +267,12 @@ def test_log_append_time_runs(run_broker: BrokerProcess, topic_name: str) -> Non
         configs={"message.timestamp.type": "LogAppendTime"},
     )
     before = now_ms()
-    log = _produce_burst(run_broker, topic_name, 1, 40, 1_000)[0]
+    log = produce_burst(run_broker, topic_name, 1, 40, 1_000)[0]
     after = now_ms()
-    _assert_runs(run_broker, topic_name, log)
+    assert_runs(run_broker, topic_name, log)
     with WireClient(run_broker.port, timeout=30) as client:
-        batches = _fetch(client, topic_name, 0, 0, 1 << 22)
-    _check_batches(batches, log, 0)
+        batches = fetch_batches(client, topic_name, 0, 0, 1 << 22)
+    check_batches(batches, log, 0)
     assert batches[-1][1] == len(log) - 1
     for _, _, attributes, _, max_timestamp, _ in batches:
         assert attributes & LOG_APPEND_TIME
