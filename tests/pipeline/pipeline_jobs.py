@@ -82,3 +82,18 @@ def stored_objects(broker: BrokerProcess) -> set[str]:
     """Every object key under the store's root (temporary staging files excluded)."""
     storage = ObjectStorage.from_url(broker.backend.storage_url)
     return {o.key for o in asyncio.run(storage.list("")) if "#" not in o.key}
+
+
+def spark_rows(spark: SparkSession, broker: BrokerProcess, topic: str, *columns: str) -> list[Any]:
+    """The topic's records through the Spark source, reading the broker's store and
+    coordinator, with the given columns."""
+    backend = broker.backend
+    return (
+        spark.read.format("lakelog")
+        .option("subscribe", topic)
+        .option("lakelog.storage.url", backend.storage_url)
+        .option("lakelog.coordinator.url", backend.coordinator_url)
+        .load()
+        .select(*columns)
+        .collect()
+    )

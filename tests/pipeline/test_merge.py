@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from test_produce_consume import ADAPTERS, Got
 
 from lakelog.pipeline.merge import run_merge
-from pipeline_jobs import partition_rows, run_job, stored_objects
+from pipeline_jobs import partition_rows, run_job, spark_rows, stored_objects
 
 PARTITIONS = 4
 OBJECTS = 500
@@ -224,16 +224,7 @@ def test_spark_source_reads_the_merged_log(
 ) -> None:
     """The Spark source reads a merged segment's joined rows record by record."""
     broker, topic, base_ts, _ = merged_topic
-    backend = broker.backend
-    rows = (
-        spark.read.format("lakelog")
-        .option("subscribe", topic)
-        .option("lakelog.storage.url", backend.storage_url)
-        .option("lakelog.coordinator.url", backend.coordinator_url)
-        .load()
-        .select("partition", "offset", "key", "value", "timestamp")
-        .collect()
-    )
+    rows = spark_rows(spark, broker, topic, "partition", "offset", "key", "value", "timestamp")
     got = sorted(
         (r.partition, r.offset, bytes(r.key), bytes(r.value), int(r.timestamp.timestamp() * 1000))
         for r in rows

@@ -18,7 +18,7 @@ from test_run_rows import RUNS, Stored, assert_runs, check_batches, fetch_batche
 
 from lakelog.pipeline.compact import run_compact
 from lakelog.pipeline.merge import run_merge
-from pipeline_jobs import partition_rows, run_job
+from pipeline_jobs import partition_rows, run_job, spark_rows
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -36,16 +36,7 @@ def runs_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
 
 
 def spark_read(spark: SparkSession, broker: BrokerProcess, topic: str) -> list[tuple]:
-    backend = broker.backend
-    rows = (
-        spark.read.format("lakelog")
-        .option("subscribe", topic)
-        .option("lakelog.storage.url", backend.storage_url)
-        .option("lakelog.coordinator.url", backend.coordinator_url)
-        .load()
-        .select("partition", "offset", "value", "timestamp")
-        .collect()
-    )
+    rows = spark_rows(spark, broker, topic, "partition", "offset", "value", "timestamp")
     return sorted(
         (r.partition, r.offset, bytes(r.value), int(r.timestamp.timestamp() * 1000)) for r in rows
     )
