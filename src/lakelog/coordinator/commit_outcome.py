@@ -32,9 +32,6 @@ class CommitOutcome:
 
     runs: dict[int, _Run]
 
-    def __bool__(self) -> bool:
-        return bool(self.runs)
-
     def results(self, batches: Sequence[CommitBatch]) -> list[CommitBatchResult | None]:
         """Each batch's original result (`batches` as committed: the object's batches), or
         None for one the commit refused."""

@@ -376,9 +376,7 @@ class WalWriter:
         if in_order is None:
             self._fail(buffer)
             return
-        results: list[CommitBatchResult] = [in_order[0]] * len(batches)
-        for i, result in zip(order, in_order, strict=True):
-            results[i] = result
+        results = [result for _, result in sorted(zip(order, in_order, strict=True))]
         metrics.wal_objects_total.inc()
         if any(r.error == ErrorCode.stale_broker_epoch for r in results):
             log.warning("commit of %s refused: this broker was fenced", key)
