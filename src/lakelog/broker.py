@@ -251,12 +251,6 @@ class Broker:
         partitions over these and `still_leads` asks the same question."""
         return zone_brokers(brokers, zone, self._suspects)
 
-    def suspects(self) -> frozenset[int]:
-        """Live brokers that look gone (as of the last `live_brokers` refresh): they stop
-        serving their zone, whose clients go to the other zones' brokers until the
-        suspect heartbeats again. Fencing still waits for the session timeout."""
-        return self._suspects
-
     async def _find_suspects(self, brokers: list[BrokerInfo], now_ms: int) -> frozenset[int]:
         """Brokers whose heartbeat is `broker_zone_failover_ms` old, or 1.5 heartbeat
         intervals old with their advertised port refusing connections (a crashed process;

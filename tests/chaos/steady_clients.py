@@ -27,6 +27,8 @@ class SteadyProducer:
     unflushed: int = -1
     client_id: str | None = None
     """Default `chaos-producer-<n>`; a `lakelog_az=<zone>` one pins it to a zone."""
+    config: dict[str, object] = field(default_factory=dict)
+    """More librdkafka settings, over the defaults below."""
 
     def __post_init__(self) -> None:
         self.thread = threading.Thread(target=self._run, name=f"producer-{self.n}", daemon=True)
@@ -51,6 +53,7 @@ class SteadyProducer:
                     "reconnect.backoff.max.ms": 500,
                     "topic.metadata.refresh.interval.ms": 1000,
                     "error_cb": on_error,
+                    **self.config,
                 }
             )
 

@@ -1,9 +1,9 @@
 """Fast zone failover: SIGKILL the only broker of zone-a under a zone-a idempotent producer.
 
-Zone-a's clients are shown only zone-a's broker. Once it dies, the survivors suspect it
-within seconds (its heartbeat is overdue and its port refuses connections), so Metadata
-sends zone-a's clients to the other zones' brokers long before the 30 s session timeout
-fences it. Nothing acknowledged may be lost or written twice, and when the broker comes
+Zone-a's clients are led only to zone-a's broker (Metadata names the other zones' brokers
+too, leading nothing). Once it dies, the survivors suspect it within seconds (its heartbeat
+is overdue and its port refuses connections), so Metadata sends zone-a's clients to the
+other zones' brokers long before the 30 s session timeout fences it. Nothing acknowledged may be lost or written twice, and when the broker comes
 back, zone-a's clients are sent to it again.
 """
 
@@ -31,8 +31,6 @@ from steady_clients import SteadyProducer, healthy
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 PARTITIONS = 6
-RESUME_WITHIN_S = 10.0
-"""The requirement: a zone-pinned producer's produce resumes this soon after the kill."""
 RETURN_WITHIN_S = 10.0
 ENV: dict[str, object] = {
     # The production defaults: failover must not come from a short session timeout.
@@ -41,23 +39,54 @@ ENV: dict[str, object] = {
     "BROKER_ZONE_FAILOVER_MS": 6_000,
     "PRODUCE_COMMIT_INTERVAL_MS": 50,
 }
+SLOW_DETECTION: dict[str, object] = {
+    # The survivors notice the kill 2.5-7.5 s after it.
+    "BROKER_HEARTBEAT_INTERVAL_MS": 5_000,
+    "BROKER_ZONE_FAILOVER_MS": 12_000,
+}
+NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
+"""A client that never goes back to its bootstrap servers (Java clients before KIP-899
+do not): it can only ask brokers Metadata named. It fails over only because Metadata
+names the other zones' brokers; librdkafka's re-bootstrap otherwise hides whether it
+does (it stalled for over a minute when it re-bootstrapped before the suspicion)."""
 
 
-@pytest.mark.timeout(180)
-def test_zone_failover(broker_factory: BrokerFactory, tmp_path: Path, topic_name: str) -> None:
-    brokers = start_cluster(broker_factory, tmp_path / "cluster", ZONES, env=ENV)
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("env", "client", "resume_within_s"),
+    [
+        pytest.param({}, {}, 10.0, id="defaults"),
+        pytest.param(SLOW_DETECTION, NO_REBOOTSTRAP, 20.0, id="slow-no-rebootstrap"),
+    ],
+)
+def test_zone_failover(
+    broker_factory: BrokerFactory,
+    tmp_path: Path,
+    topic_name: str,
+    env: dict[str, object],
+    client: dict[str, object],
+    resume_within_s: float,
+) -> None:
+    """`resume_within_s`: the requirement, how soon after the kill a zone-pinned producer's
+    produce resumes."""
+    brokers = start_cluster(broker_factory, tmp_path / "cluster", ZONES, env={**ENV, **env})
     victim, survivors = brokers[0], brokers[1:]
     bootstrap = bootstrap_of(brokers)
     zone_a = zone_client_id("md-probe", "zone-a")
     create_topic(brokers[0].bootstrap, topic_name, PARTITIONS)
     view = metadata_view(bootstrap, zone_a, topic_name)
-    assert set(view.brokers) == {1}, view
+    assert set(view.brokers) == {1, 2, 3}, view
     assert set(view.leaders.values()) == {1}, view
 
     # The producer bootstraps from every zone (as a DNS name for the cluster would), so it
     # can ask another zone for Metadata once its own zone's broker is gone.
     producer = SteadyProducer(
-        0, bootstrap, topic_name, PARTITIONS, client_id=zone_client_id("zone-producer", "zone-a")
+        0,
+        bootstrap,
+        topic_name,
+        PARTITIONS,
+        client_id=zone_client_id("zone-producer", "zone-a"),
+        config=client,
     )
     producer.thread.start()
     try:
@@ -80,12 +109,12 @@ def test_zone_failover(broker_factory: BrokerFactory, tmp_path: Path, topic_name
             return min(late) if late else None
 
         first = wait_until(
-            lambda: resumed() or not healthy([producer]), 30, "an ack after the kill"
+            lambda: resumed() or not healthy([producer]), 40, "an ack after the kill"
         )
         assert healthy([producer]), (producer.error, producer.fatal)
         resume_s = first - killed_at
         print(f"zone-a's produce resumed {resume_s:.2f}s after the kill")
-        assert resume_s < RESUME_WITHIN_S, f"produce resumed only after {resume_s:.1f}s"
+        assert resume_s < resume_within_s, f"produce resumed only after {resume_s:.1f}s"
 
         moved = wait_until(
             lambda: (
@@ -119,7 +148,7 @@ def test_zone_failover(broker_factory: BrokerFactory, tmp_path: Path, topic_name
             "after it answered"
         )
         view = metadata_view(victim.bootstrap, zone_a, topic_name)
-        assert set(view.brokers) == {1} and set(view.leaders.values()) == {1}, view
+        assert set(view.leaders.values()) == {1}, view
 
         # And the producer goes back to it: records produced now are acknowledged.
         sent_at_return = producer.sent

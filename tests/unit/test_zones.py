@@ -113,3 +113,16 @@ async def test_connect_probe_tells_a_gone_process_from_a_live_one() -> None:
         listener.close()
     assert refused is True
     assert accepted is False
+
+
+def test_metadata_names_every_broker_with_the_serving_ones_first() -> None:
+    """A zone client is led to its zone's brokers but told of all: when its zone dies it
+    must still know a broker to ask (clients ask only brokers Metadata named)."""
+    from lakelog.api.metadata import named_brokers
+
+    live = [_broker(1, "a"), _broker(2, "b"), _broker(3, "c"), _broker(4, "a")]
+    fenced = [_broker(5, "a"), _broker(2, "b")]
+    serving = zone_brokers(live, "a")
+    named = [b.broker_id for b in named_brokers(serving, live, fenced)]
+    assert named == [1, 4, 2, 3, 5]
+    assert [b.broker_id for b in named_brokers(live, live, [])] == [1, 2, 3, 4]

@@ -173,6 +173,29 @@ def partition_entries(
     )
 
 
+def named_brokers(
+    serving: Sequence[BrokerInfo],
+    live: Sequence[BrokerInfo],
+    fenced_lately: Sequence[BrokerInfo],
+) -> list[BrokerInfo]:
+    """The brokers a Metadata response names: those serving the client first, then every
+    other live broker, then brokers fenced lately.
+
+    Naming the other zones' brokers (leading nothing for this client) is what lets a zone
+    client find them once its zone's brokers die: clients ask only brokers Metadata named
+    (librdkafka >= 2.10 drops its bootstrap servers after the first answer), and a
+    re-bootstrap answered before the survivors suspect the dead broker would name it alone
+    again. Suspected and lately fenced brokers stay named so a client's requests in flight
+    there are not resent elsewhere (`Broker.fenced_lately`)."""
+    named = list(serving)
+    seen = {b.broker_id for b in named}
+    for b in [*live, *fenced_lately]:
+        if b.broker_id not in seen:
+            seen.add(b.broker_id)
+            named.append(b)
+    return named
+
+
 @handles(METADATA_KEY, 0, 13)
 async def metadata(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
@@ -216,18 +239,12 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
                 creating = set(missing)
 
     all_brokers = await broker.live_brokers()
-    # Clients in a zone see only that zone's brokers, so no byte crosses zones; a zone
-    # whose brokers look gone is served by the other zones' (`Broker.suspects`).
+    # A client in a zone is led only to that zone's brokers, so no record byte crosses
+    # zones; a zone whose brokers look gone is served by the other zones' (`Broker.suspects`).
     zone = client_zone(ctx.client_id)
     brokers = broker.serving(all_brokers, zone)
     broker_ids = tuple(sorted(b.broker_id for b in brokers))
-    # Suspected brokers and brokers fenced lately stay named, leading nothing, so a zone
-    # client's requests in flight there are not resent elsewhere (`fenced_lately`).
-    named = list(brokers)
-    suspects = broker.suspects() if zone else frozenset()
-    for b in [*(b for b in all_brokers if b.broker_id in suspects), *broker.fenced_lately()]:
-        if all(n.broker_id != b.broker_id for n in named):
-            named.append(b)
+    named = named_brokers(brokers, all_brokers, broker.fenced_lately())
 
     with_operations = bool(getattr(request, "include_topic_authorized_operations", False))
     topic_operations = TOPIC_AUTHORIZED_OPERATIONS if with_operations else OPERATIONS_NOT_REQUESTED
