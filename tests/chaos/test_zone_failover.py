@@ -3,8 +3,9 @@
 Zone-a's clients are led only to zone-a's broker (Metadata names the other zones' brokers
 too, leading nothing). Once it dies, the survivors suspect it within seconds (its heartbeat
 is overdue and its port refuses connections), so Metadata sends zone-a's clients to the
-other zones' brokers long before the 30 s session timeout fences it. Nothing acknowledged may be lost or written twice, and when the broker comes
-back, zone-a's clients are sent to it again.
+other zones' brokers long before the 30 s session timeout fences it. Nothing acknowledged
+may be lost or written twice, and when the broker comes back, zone-a's clients are sent to
+it again.
 """
 
 from __future__ import annotations
