@@ -306,7 +306,8 @@ class Broker:
                 racks.get(broker_id),
             )
         for broker_id in sorted(self._suspects - suspects):
-            log.info("broker %d (zone %s) serves its zone again", broker_id, racks.get(broker_id))
+            if broker_id in racks:  # not when it left the list: fenced, and logged so
+                log.info("broker %d (zone %s) serves its zone again", broker_id, racks[broker_id])
         self._suspects = suspects
 
     async def still_leads(self, topic_id: UUID, partition: int, zone: str | None) -> bool:
