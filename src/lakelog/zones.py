@@ -30,7 +30,7 @@ def zone_brokers(
     """The live brokers that serve a client of `zone`.
 
     Its zone's brokers, leaving out `suspects` (brokers that look gone: see
-    `Broker.suspects`); when none of them is left, every other zone's unsuspected broker
+    `Broker._find_suspects`); when none of them is left, every other zone's unsuspected broker
     (fast zone failover), and when nobody is, all of them. A client without a zone gets
     all live brokers: suspicion steers only zone routing, not the session-based view."""
     if zone:

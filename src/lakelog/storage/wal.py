@@ -105,13 +105,12 @@ def build_wal(entries: Sequence[WalEntry | tuple], *, by_producer: bool = False)
     count = len(entries)
     typed = [WalEntry(*entry) for entry in entries]
     sizes = [_nbytes(entry.batch) for entry in typed]
-    if by_producer:
-        order = sorted(
-            range(count),
-            key=lambda i: (typed[i].topic_id.bytes, typed[i].partition, typed[i].producer_id, i),
-        )
-    else:
-        order = sorted(range(count), key=lambda i: (typed[i].topic_id.bytes, typed[i].partition, i))
+
+    def place(i: int) -> tuple[bytes, int, int, int]:
+        e = typed[i]
+        return (e.topic_id.bytes, e.partition, e.producer_id if by_producer else 0, i)
+
+    order = sorted(range(count), key=place)
     footer = bytearray(count * ENTRY_SIZE + TRAILER_SIZE)
     placements: list[tuple[int, int]] = [(0, 0)] * count
     parts: list[bytes | bytearray | memoryview] = []
