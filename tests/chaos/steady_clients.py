@@ -33,6 +33,11 @@ class SteadyProducer:
     def __post_init__(self) -> None:
         self.thread = threading.Thread(target=self._run, name=f"producer-{self.n}", daemon=True)
 
+    def acked_since(self, sent: int) -> list[float]:
+        """When the records numbered `sent` and later (produced once `self.sent` was
+        `sent`) were acknowledged."""
+        return [a[3] for a in self.acks if int(a[0].split(b"-")[1]) >= sent]
+
     def _run(self) -> None:
         from confluent_kafka import KafkaError, Producer
 

@@ -106,8 +106,7 @@ def test_zone_failover(
 
         # Resumed: a record produced after the kill is acknowledged (by another zone).
         def resumed() -> float | None:
-            late = [a[3] for a in producer.acks if int(a[0].split(b"-")[1]) >= sent_at_kill]
-            return min(late) if late else None
+            return min(producer.acked_since(sent_at_kill), default=None)
 
         first = wait_until(
             lambda: resumed() or not healthy([producer]), 40, "an ack after the kill"
@@ -154,10 +153,7 @@ def test_zone_failover(
         # And the producer goes back to it: records produced now are acknowledged.
         sent_at_return = producer.sent
         wait_until(
-            lambda: (
-                sum(1 for a in producer.acks if int(a[0].split(b"-")[1]) >= sent_at_return) >= 1000
-                or not healthy([producer])
-            ),
+            lambda: len(producer.acked_since(sent_at_return)) >= 1000 or not healthy([producer]),
             30,
             "1000 acks after zone-a's broker returned",
         )

@@ -8,9 +8,7 @@ well after the client has found zone-a's broker gone.
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -25,33 +23,16 @@ from cluster_support import (
 )
 from e2e_fixtures import BrokerFactory
 from e2e_harness import create_topic, wait_until
+from steady_clients import SteadyProducer
+from test_zone_failover import ENV, SLOW_DETECTION, ZONES
 
-ZONES = ("zone-a", "zone-b", "zone-c")
 PARTITIONS = 4
 RESUME_WITHIN_S = 20.0
-ENV: dict[str, object] = {
-    "BROKER_SESSION_TIMEOUT_MS": 30_000,
-    "BROKER_HEARTBEAT_INTERVAL_MS": 5_000,
-    "BROKER_ZONE_FAILOVER_MS": 12_000,
-    "PRODUCE_COMMIT_INTERVAL_MS": 50,
-}
 
 
-@dataclass
-class KafkaPythonProducer:
-    """An idempotent acks=all kafka-python producer in zone-a writing `k-<i>` round-robin
-    over the partitions until stopped; its callbacks are the ground truth of what was acked."""
-
-    bootstrap: str
-    topic: str
-    acks: list[tuple[bytes, int, int, float]] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    sent: int = 0
-    stop: threading.Event = field(default_factory=threading.Event)
-    error: BaseException | None = None
-
-    def __post_init__(self) -> None:
-        self.thread = threading.Thread(target=self._run, name="kafka-python", daemon=True)
+class KafkaPythonProducer(SteadyProducer):
+    """`SteadyProducer`'s stream (`p<n>-<i>` round-robin, callbacks as the ground truth)
+    from an idempotent acks=all kafka-python producer instead of librdkafka."""
 
     def _run(self) -> None:
         from kafka import KafkaProducer
@@ -59,7 +40,7 @@ class KafkaPythonProducer:
         try:
             producer = KafkaProducer(
                 bootstrap_servers=self.bootstrap,
-                client_id=zone_client_id("kp-producer", "zone-a"),
+                client_id=self.client_id,
                 acks="all",
                 enable_idempotence=True,
                 linger_ms=5,
@@ -75,8 +56,8 @@ class KafkaPythonProducer:
 
             i = 0
             while not self.stop.is_set():
-                value = f"k-{i}".encode()
-                future = producer.send(self.topic, value=value, partition=i % PARTITIONS)
+                value = f"p{self.n}-{i}".encode()
+                future = producer.send(self.topic, value=value, partition=i % self.partitions)
                 future.add_callback(lambda metadata, v=value: acked(v, metadata))
                 future.add_errback(lambda exc: self.failures.append(repr(exc)))
                 i += 1
@@ -92,11 +73,14 @@ class KafkaPythonProducer:
 def test_kafka_python_fails_over_to_another_zone(
     broker_factory: BrokerFactory, tmp_path: Path, topic_name: str
 ) -> None:
-    brokers = start_cluster(broker_factory, tmp_path / "cluster", ZONES, env=ENV)
+    brokers = start_cluster(
+        broker_factory, tmp_path / "cluster", ZONES, env={**ENV, **SLOW_DETECTION}
+    )
     victim = brokers[0]
     bootstrap = bootstrap_of(brokers)
     create_topic(victim.bootstrap, topic_name, PARTITIONS)
-    producer = KafkaPythonProducer(bootstrap, topic_name)
+    client_id = zone_client_id("kp-producer", "zone-a")
+    producer = KafkaPythonProducer(0, bootstrap, topic_name, PARTITIONS, client_id=client_id)
     producer.thread.start()
     try:
         wait_until(lambda: len(producer.acks) >= 300 or producer.error, 60, "300 acks")
@@ -106,8 +90,7 @@ def test_kafka_python_fails_over_to_another_zone(
         killed_at = time.monotonic()
 
         def resumed() -> float | None:
-            late = [a[3] for a in producer.acks if int(a[0].split(b"-")[1]) >= sent_at_kill]
-            return min(late) if late else None
+            return min(producer.acked_since(sent_at_kill), default=None)
 
         first = wait_until(lambda: resumed() or producer.error, 60, "an ack after the kill")
         assert producer.error is None, producer.error
