@@ -123,13 +123,25 @@ def test_confluent_kafka_fails_keyless_records_as_invalid(
 ) -> None:
     """librdkafka sends keyed and keyless records in one batch. With record_errors it
     reports INVALID_RECORD for the keyless records only; their keyed neighbours fail with
-    its local _INVALID_DIFFERENT_RECORD (Kafka stores none of a refused batch)."""
-    from confluent_kafka import KafkaError, Producer
+    its local _INVALID_DIFFERENT_RECORD (Kafka stores none of a refused batch).
+
+    The four records must travel as one batch. librdkafka sends a batch when it holds
+    `batch.num.messages` records or its linger ends, so the batch waits for the fourth record
+    however long the test thread stalls (a 200 ms linger split it on a loaded CI machine), and
+    the topic's metadata is fetched first: records produced before it is known sit in
+    librdkafka's unassigned queue and can leave it one batch each."""
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
     create_topic(shared_broker.bootstrap, topic_name, 1, {"cleanup.policy": "compact"})
     producer = Producer(
-        {"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 200, "retries": 0}
+        {
+            "bootstrap.servers": shared_broker.bootstrap,
+            "linger.ms": 20000,
+            "batch.num.messages": 4,
+            "retries": 0,
+        }
     )
+    producer.list_topics(topic_name, timeout=30)
     reports: list[tuple[bytes | None, int | None]] = []
 
     def report(err: KafkaError | None, msg: Any) -> None:
@@ -144,3 +156,8 @@ def test_confluent_kafka_fails_keyless_records_as_invalid(
         (b"b", KafkaError._INVALID_DIFFERENT_RECORD),
         (None, KafkaError.INVALID_RECORD),
     ]
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": topic_name})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=30) == (0, 0)
+    finally:
+        consumer.close()
