@@ -299,15 +299,16 @@ class Broker:
         if suspects == self._suspects:
             return
         racks = {b.broker_id: b.rack for b in brokers}
+
+        def name(broker_id: int) -> str:
+            rack = racks.get(broker_id)
+            return f"broker {broker_id}" + (f" (zone {rack})" if rack else "")
+
         for broker_id in sorted(suspects - self._suspects):
-            log.warning(
-                "broker %d (zone %s) looks gone: its zone is served by the other zones",
-                broker_id,
-                racks.get(broker_id),
-            )
+            log.warning("%s looks gone: the other brokers lead its partitions", name(broker_id))
         for broker_id in sorted(self._suspects - suspects):
             if broker_id in racks:  # not when it left the list: fenced, and logged so
-                log.info("broker %d (zone %s) serves its zone again", broker_id, racks[broker_id])
+                log.info("%s leads partitions again", name(broker_id))
         self._suspects = suspects
 
     async def still_leads(self, topic_id: UUID, partition: int, zone: str | None) -> bool:
@@ -317,10 +318,10 @@ class Broker:
             brokers = self.serving(await self.live_brokers(), zone)
         except Exception:
             return True
-        if zone and time.monotonic() - self._back_at < self._stall_grace_s():
-            # Just back from a stall the others took for a crash: the zone's clients were
-            # sent elsewhere meanwhile, and batches held through it (our heartbeat may be
-            # fresh again already) must not commit behind what they sent there since.
+        if time.monotonic() - self._back_at < self._stall_grace_s():
+            # Just back from a stall the others took for a crash: clients were sent
+            # elsewhere meanwhile, and batches held through it (our heartbeat may be fresh
+            # again already) must not commit behind what they sent there since.
             return False
         return partition_broker(brokers, topic_id, partition) == self.broker_id
 
@@ -400,8 +401,7 @@ class Broker:
             ):
                 self._back_at = time.monotonic()
                 log.warning(
-                    "woke from a %.1fs stall: refusing plain producers' zone-routed batches "
-                    "for %.1fs",
+                    "woke from a %.1fs stall: refusing plain producers' batches for %.1fs",
                     time.monotonic() - slept_from,
                     self._stall_grace_s(),
                 )

@@ -323,11 +323,12 @@ class Settings(BaseSettings):
     there end by answer or timeout instead of being resent elsewhere (a duplicate when
     it had committed them). Longer than clients' request timeouts (30 s by default)."""
     broker_zone_failover_ms: int = 6_000
-    """Fast zone failover: a broker stops serving its zone's clients (they are sent to the
-    other zones' brokers) once its last heartbeat is this old, or 1.5 heartbeat intervals
-    old while its advertised port refuses connections (a crashed process; checked by a
-    connect probe, kept 1 s). It serves its zone again with its next heartbeat. Only zone
-    routing: fencing still waits for `broker_session_timeout_ms`. 0 turns it off."""
+    """Fast failover: a broker stops leading partitions (Metadata sends clients to the other
+    brokers; a zone's clients to the other zones' when their zone has none left) once its
+    last heartbeat is this old, or 1.5 heartbeat intervals old while its advertised port
+    refuses connections (a crashed process; checked by a connect probe, kept 1 s). It
+    leads again with its next heartbeat. Only routing: fencing still waits for
+    `broker_session_timeout_ms`. 0 turns it off. (Named for zones, where it came first.)"""
 
     # pipeline (`lakelog pipeline` jobs)
     gc_orphan_grace_ms: int = 3_600_000

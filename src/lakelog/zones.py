@@ -31,16 +31,15 @@ def zone_brokers(
 
     Its zone's brokers, leaving out `suspects` (brokers that look gone: see
     `Broker._find_suspects`); when none of them is left, every other zone's unsuspected broker
-    (fast zone failover), and when nobody is, all of them. A client without a zone gets
-    all live brokers: suspicion steers only zone routing, not the session-based view."""
+    (fast zone failover). A client without a zone is served by every unsuspected broker, so
+    a crashed broker's partitions move within seconds, not after the session timeout. When
+    every broker is suspected, all of them serve."""
+    healthy = [b for b in brokers if b.broker_id not in suspects]
     if zone:
-        local = [b for b in brokers if b.rack == zone and b.broker_id not in suspects]
+        local = [b for b in healthy if b.rack == zone]
         if local:
             return local
-        healthy = [b for b in brokers if b.broker_id not in suspects]
-        if healthy:
-            return healthy
-    return list(brokers)
+    return healthy or list(brokers)
 
 
 def suspected(
@@ -52,7 +51,7 @@ def suspected(
     trust_age: bool,
     refused: Collection[int] = (),
 ) -> frozenset[int]:
-    """The ids of live brokers that no longer count as serving their zone.
+    """The ids of live brokers that no longer lead partitions for anybody.
 
     A broker is suspected when its last heartbeat is older than `late_ms` (only when
     `trust_age`: right after a coordinator outage every heartbeat is old), or when it is

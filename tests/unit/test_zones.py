@@ -57,8 +57,16 @@ def test_a_zone_whose_brokers_are_suspected_is_served_by_the_others() -> None:
     assert ids(zone_brokers(brokers, "b", {0, 2})) == [1]  # other zones unaffected
     assert ids(zone_brokers(brokers, "zzz", {3})) == [0, 1, 2]
     assert ids(zone_brokers(brokers, "a", {0, 1, 2, 3})) == [0, 1, 2, 3]  # nobody: all
-    # Clients without a zone keep the session-based view (suspicion is zone routing).
-    assert ids(zone_brokers(brokers, None, {0, 2})) == [0, 1, 2, 3]
+
+
+def test_clients_without_a_zone_are_served_by_every_unsuspected_broker() -> None:
+    """A crashed broker's partitions move within seconds for every client, not after the
+    session timeout; only when everybody looks gone does nobody move."""
+    brokers = [_broker(0, None), _broker(1, "b"), _broker(2, None)]
+    assert ids(zone_brokers(brokers, None, {0})) == [1, 2]
+    assert ids(zone_brokers(brokers, None, {0, 2})) == [1]
+    assert ids(zone_brokers(brokers, None, {0, 1, 2})) == [0, 1, 2]
+    assert ids(zone_brokers(brokers, None)) == [0, 1, 2]
 
 
 NOW = 1_000_000

@@ -240,7 +240,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
 
     all_brokers = await broker.live_brokers()
     # A client in a zone is led only to that zone's brokers, so no record byte crosses
-    # zones; a zone whose brokers look gone is served by the other zones' (`Broker.serving`).
+    # zones; brokers that look gone lead nothing, for any client (`Broker.serving`).
     zone = client_zone(ctx.client_id)
     brokers = broker.serving(all_brokers, zone)
     broker_ids = tuple(sorted(b.broker_id for b in brokers))
