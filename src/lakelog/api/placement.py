@@ -1,9 +1,9 @@
 """ElectLeaders and partition reassignments: placement is computed, so there is nothing
 to move or elect.
 
-A partition's "leader" is a stable pick among the live brokers (rendezvous hashing, see
-`lakelog.zones.partition_broker`) and every live broker is a replica in sync, because the
-data lives in object storage, not on brokers. So:
+A partition's "leader" is a stable pick among the live brokers that do not look gone
+(rendezvous hashing, see `lakelog.zones.partition_broker`) and every live broker is a
+replica in sync, because the data lives in object storage, not on brokers. So:
 
 - ElectLeaders succeeds for every known partition without doing anything: the leader a
   client sees is already the one the cluster computes (it is always "preferred", and an
