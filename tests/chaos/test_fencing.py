@@ -4,8 +4,6 @@ retriable error, and the retried batch lands exactly once."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -67,8 +65,7 @@ def test_paused_broker_is_fenced_and_its_late_commit_refused(tmp_path: Path) -> 
         sender.start()
         # The object is uploaded; the commit waits out the injected delay: pause it now.
         wait_until(lambda: set(zombie.wal_objects()) - before, 30, "the zombie's upload")
-        assert zombie.proc is not None
-        os.kill(zombie.proc.pid, signal.SIGSTOP)
+        zombie.pause()
         try:
             wait_until(
                 lambda: "fenced broker 1" in healthy.log_text(),
@@ -76,7 +73,7 @@ def test_paused_broker_is_fenced_and_its_late_commit_refused(tmp_path: Path) -> 
                 "the healthy broker to fence the paused one",
             )
         finally:
-            os.kill(zombie.proc.pid, signal.SIGCONT)
+            zombie.resume()
         sender.join(30)
         assert answer["zombie"] == {("fenced", 0): (KAFKA_STORAGE_ERROR, -1)}
         assert _fetch_all(healthy.port, "fenced") == []  # nothing unacknowledged appeared

@@ -6,8 +6,6 @@ barrier refuses the batch, and no consumer, read_committed or not, ever sees it.
 from __future__ import annotations
 
 import datetime
-import os
-import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -161,13 +159,12 @@ def test_late_transactional_batch_after_timeout_abort_is_refused(tmp_path: Path)
         sender = threading.Thread(target=produce_to_slow)
         sender.start()
         wait_until(lambda: set(slow.wal_objects()) - before, 30, "the slow broker's upload")
-        assert slow.proc is not None
-        os.kill(slow.proc.pid, signal.SIGSTOP)
+        slow.pause()
         try:
             # The transaction times out; the healthy broker aborts it (one abort marker).
             wait_until(lambda: _latest(healthy.port, topic) == 1, 15, "the timeout abort")
         finally:
-            os.kill(slow.proc.pid, signal.SIGCONT)
+            slow.resume()
         sender.join(60)
         assert answer["slow"] == {(topic, 0): (INVALID_PRODUCER_EPOCH, -1)}
 

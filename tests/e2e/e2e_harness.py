@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import socket
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -108,6 +109,20 @@ def _child_env(overrides: Mapping[str, object]) -> dict[str, str]:
             name = "LAKELOG_" + name
         env[name] = str(value).lower() if isinstance(value, bool) else str(value)
     return env
+
+
+def _sqlite_writable(path: Path, wait_s: float = 1.0) -> bool:
+    """Whether a write transaction on the SQLite file starts within `wait_s` (a running
+    broker's transactions end within it; a stopped one's never do)."""
+    conn = sqlite3.connect(path, timeout=wait_s, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
 
 
 class BrokerProcess:
@@ -232,6 +247,26 @@ class BrokerProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=STOP_TIMEOUT_S)
         self._stopped()
+
+    def pause(self, attempts: int = 50) -> None:
+        """SIGSTOP, at a moment the broker holds no write transaction of the embedded
+        coordinator. Stopped inside one (a heartbeat, a commit), it would stop every broker
+        of the data dir, all waiting for SQLite's one write lock; no broker pause does that
+        to a cluster on PostgreSQL, and a test of what the others do meanwhile would find
+        them doing nothing. So: stop, check the lock is free, else wake it and try again."""
+        assert self.proc is not None and self.proc.poll() is None
+        for attempt in range(attempts):
+            os.kill(self.proc.pid, signal.SIGSTOP)
+            if SCALE_OUT or not self.sqlite_path.exists() or _sqlite_writable(self.sqlite_path):
+                return
+            os.kill(self.proc.pid, signal.SIGCONT)
+            time.sleep(0.01 + 0.02 * (attempt % 3))
+        raise AssertionError(f"{self.name} held the coordinator's write lock at every pause")
+
+    def resume(self) -> None:
+        """SIGCONT after `pause()`."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
 
     def terminate(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM (graceful shutdown); SIGKILL if it has not exited after `timeout`.
