@@ -315,14 +315,16 @@ class Broker:
         """Whether Metadata names this broker the partition's leader for clients of that
         zone (True when the cluster view cannot be had: an outage refuses nothing)."""
         try:
-            brokers = self.serving(await self.live_brokers(), zone)
+            live = await self.live_brokers()
         except Exception:
             return True
-        if time.monotonic() - self._back_at < self._stall_grace_s():
+        if len(live) > 1 and time.monotonic() - self._back_at < self._stall_grace_s():
             # Just back from a stall the others took for a crash: clients were sent
             # elsewhere meanwhile, and batches held through it (our heartbeat may be fresh
-            # again already) must not commit behind what they sent there since.
+            # again already) must not commit behind what they sent there since. (Alone,
+            # nobody else led anything: a laptop waking from sleep refuses nothing.)
             return False
+        brokers = self.serving(live, zone)
         return partition_broker(brokers, topic_id, partition) == self.broker_id
 
     def _stall_grace_s(self) -> float:
@@ -400,11 +402,12 @@ class Broker:
                 time.monotonic() - slept_from > stalled_s
             ):
                 self._back_at = time.monotonic()
-                log.warning(
-                    "woke from a %.1fs stall: refusing plain producers' batches for %.1fs",
-                    time.monotonic() - slept_from,
-                    self._stall_grace_s(),
-                )
+                if len(self._brokers_cache[1]) > 1:
+                    log.warning(
+                        "woke from a %.1fs stall: refusing plain producers' batches for %.1fs",
+                        time.monotonic() - slept_from,
+                        self._stall_grace_s(),
+                    )
             try:
                 error = await self.coordinator.heartbeat_broker(self.broker_id, self.broker_epoch)
                 if self._coordinator_ok_since is None:
