@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import (
+    FAILOVER_ENV,
     assert_dense,
     assert_unique_values,
     bootstrap_of,
@@ -35,13 +36,6 @@ PRODUCERS = 2
 ACKS_BEFORE_KILL = 1500
 ACKS_AFTER_MOVE = 1500
 MOVED_WITHIN_S = 10.0
-ENV: dict[str, object] = {
-    # The production defaults: the move must not come from a short session timeout.
-    "BROKER_SESSION_TIMEOUT_MS": 30_000,
-    "BROKER_HEARTBEAT_INTERVAL_MS": 2_000,
-    "BROKER_ZONE_FAILOVER_MS": 6_000,
-    "PRODUCE_COMMIT_INTERVAL_MS": 50,
-}
 
 
 @pytest.mark.timeout(120)
@@ -52,7 +46,7 @@ def test_kill_one_of_three(
         broker_factory,
         tmp_path / "cluster",
         [None, None, None],
-        env=ENV,
+        env=FAILOVER_ENV,
     )
     bootstrap = bootstrap_of(brokers)
     create_topic(brokers[0].bootstrap, topic_name, PARTITIONS)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import (
+    FAILOVER_ENV,
     assert_dense,
     assert_unique_values,
     bootstrap_of,
@@ -33,13 +34,6 @@ from steady_clients import SteadyProducer, healthy
 ZONES = ("zone-a", "zone-b", "zone-c")
 PARTITIONS = 6
 RETURN_WITHIN_S = 10.0
-ENV: dict[str, object] = {
-    # The production defaults: failover must not come from a short session timeout.
-    "BROKER_SESSION_TIMEOUT_MS": 30_000,
-    "BROKER_HEARTBEAT_INTERVAL_MS": 2_000,
-    "BROKER_ZONE_FAILOVER_MS": 6_000,
-    "PRODUCE_COMMIT_INTERVAL_MS": 50,
-}
 SLOW_DETECTION: dict[str, object] = {
     # The survivors notice the kill 2.5-7.5 s after it.
     "BROKER_HEARTBEAT_INTERVAL_MS": 5_000,
@@ -70,7 +64,9 @@ def test_zone_failover(
 ) -> None:
     """`resume_within_s`: the requirement, how soon after the kill a zone-pinned producer's
     produce resumes."""
-    brokers = start_cluster(broker_factory, tmp_path / "cluster", ZONES, env={**ENV, **env})
+    brokers = start_cluster(
+        broker_factory, tmp_path / "cluster", ZONES, env={**FAILOVER_ENV, **env}
+    )
     victim, survivors = brokers[0], brokers[1:]
     bootstrap = bootstrap_of(brokers)
     zone_a = zone_client_id("md-probe", "zone-a")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import (
+    FAILOVER_ENV,
     assert_dense,
     assert_unique_values,
     bootstrap_of,
@@ -24,7 +25,7 @@ from cluster_support import (
 from e2e_fixtures import BrokerFactory
 from e2e_harness import create_topic, wait_until
 from steady_clients import SteadyProducer
-from test_zone_failover import ENV, SLOW_DETECTION, ZONES
+from test_zone_failover import SLOW_DETECTION, ZONES
 
 PARTITIONS = 4
 RESUME_WITHIN_S = 20.0
@@ -74,7 +75,7 @@ def test_kafka_python_fails_over_to_another_zone(
     broker_factory: BrokerFactory, tmp_path: Path, topic_name: str
 ) -> None:
     brokers = start_cluster(
-        broker_factory, tmp_path / "cluster", ZONES, env={**ENV, **SLOW_DETECTION}
+        broker_factory, tmp_path / "cluster", ZONES, env={**FAILOVER_ENV, **SLOW_DETECTION}
     )
     victim = brokers[0]
     bootstrap = bootstrap_of(brokers)

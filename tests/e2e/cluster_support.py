@@ -30,6 +30,14 @@ CLUSTER_ENV: dict[str, object] = {
     "BROKER_SESSION_TIMEOUT_MS": SESSION_TIMEOUT_MS,
     "BROKER_HEARTBEAT_INTERVAL_MS": HEARTBEAT_INTERVAL_MS,
 }
+FAILOVER_ENV: dict[str, object] = {
+    # The production defaults, for tests of failover that must not come from a short
+    # session timeout; and commits every 50 ms, so the producers have plenty in flight.
+    "BROKER_SESSION_TIMEOUT_MS": 30_000,
+    "BROKER_HEARTBEAT_INTERVAL_MS": 2_000,
+    "BROKER_ZONE_FAILOVER_MS": 6_000,
+    "PRODUCE_COMMIT_INTERVAL_MS": 50,
+}
 
 
 def zone_client_id(name: str, zone: str | None) -> str:
