@@ -296,11 +296,17 @@ class FaultRun:
         broker.sigstop()
         self.result.stops += 1
         self._log(f"SIGSTOP {broker.name} for {seconds:.1f}s")
-        self._later(seconds, "cont", functools.partial(self._cont, broker))
+        # On its own timer, not the heap: a restart blocks the fault thread (up to 5 tries
+        # of 30 s), and a broker stopped inside a SQLite write transaction fails every
+        # restart until it wakes, so a 6.7 s stop once lasted 67 s.
+        waker = threading.Timer(seconds, self._cont, args=(broker,))
+        waker.daemon = True
+        waker.start()
 
     def _cont(self, broker: FaultBroker) -> None:
-        broker.sigcont()
-        self._log(f"SIGCONT {broker.name}")
+        if broker.stopped:
+            broker.sigcont()
+            self._log(f"SIGCONT {broker.name}")
 
     def _pg_stop(self) -> None:
         assert self.pg is not None
