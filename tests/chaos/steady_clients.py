@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 
@@ -33,10 +34,14 @@ class SteadyProducer:
     def __post_init__(self) -> None:
         self.thread = threading.Thread(target=self._run, name=f"producer-{self.n}", daemon=True)
 
-    def acked_since(self, sent: int) -> list[float]:
+    def acked_since(self, sent: int, partitions: Collection[int] | None = None) -> list[float]:
         """When the records numbered `sent` and later (produced once `self.sent` was
-        `sent`) were acknowledged."""
-        return [a[3] for a in self.acks if int(a[0].split(b"-")[1]) >= sent]
+        `sent`) were acknowledged; only those of `partitions`, if given."""
+        return [
+            a[3]
+            for a in self.acks
+            if int(a[0].split(b"-")[1]) >= sent and (partitions is None or a[1] in partitions)
+        ]
 
     def _run(self) -> None:
         from confluent_kafka import KafkaError, Producer

@@ -109,12 +109,7 @@ def test_kill_one_of_three(
         # acknowledged (by a survivor).
         def resumed() -> float | None:
             return min(
-                (
-                    a[3]
-                    for p in producers
-                    for a in p.acks
-                    if a[1] in victim_partitions and int(a[0].split(b"-")[1]) >= sent_at_kill[p.n]
-                ),
+                (t for p in producers for t in p.acked_since(sent_at_kill[p.n], victim_partitions)),
                 default=None,
             )
 

@@ -107,8 +107,8 @@ def test_kafka_python_fails_over_to_another_zone(
     assert not producer.failures, f"{len(producer.failures)} failed: {producer.failures[:5]}"
     assert len(producer.acks) == producer.sent, (len(producer.acks), producer.sent)
 
-    # Every acknowledged record stored once, where the producer was told, in order.
-    # (Read in zone-b: a client without a zone follows the session timeout, not suspicion.)
+    # Every acknowledged record stored once, where the producer was told, in order,
+    # read from the survivors by a zone-b client.
     survivors = bootstrap_of(brokers[1:])
     reader = zone_client_id("kp-reader", "zone-b")
     high = high_watermarks(survivors, reader, topic_name, PARTITIONS)
