@@ -41,8 +41,8 @@ from lakelog.coordinator import (
     TimestampType,
     open_coordinator,
 )
-from lakelog.errors import ErrorCode
-from lakelog.runtime import tune_gc
+from lakelog.util.errors import ErrorCode
+from lakelog.util.runtime import tune_gc
 from pg_server import PgServer, available
 from report import fmt, render
 

@@ -41,7 +41,7 @@ def measure(size: int, variant: str, gib: float) -> str:
     """One size and variant, in this process (a child of `main`)."""
     import uvloop
 
-    import lakelog.net.server as srv
+    import lakelog.server.listener as srv
 
     if variant == "whole":
         srv.FIRST_CHUNK = 1 << 31  # type: ignore[misc]

@@ -34,14 +34,14 @@ from typing import Any
 from common import MiB, log
 from lakelog.config import Settings
 from lakelog.coordinator import CommitBatch, CreateTopicRequest, TimestampType, open_coordinator
+from lakelog.log.protocol.records import BatchHeader
+from lakelog.log.storage.keys import new_wal_key
+from lakelog.log.storage.store import ObjectStorage
+from lakelog.log.storage.wal import WalEntry, build_wal
 from lakelog.pipeline.batch_writer import encode_record, rebuild_batch
 from lakelog.pipeline.context import JobContext
 from lakelog.pipeline.gc import run_gc
 from lakelog.pipeline.merge import run_merge
-from lakelog.protocol.records import BatchHeader
-from lakelog.storage.keys import new_wal_key
-from lakelog.storage.store import ObjectStorage
-from lakelog.storage.wal import WalEntry, build_wal
 from report import render
 
 TOPIC = "pipeline-bench"

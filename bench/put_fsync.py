@@ -45,7 +45,7 @@ WARMUP_PUTS = 4
 
 async def _cell(root: Path, size: int, parallel: int, fsync: bool, total: int) -> dict[str, Any]:
     """One timed cell: `total` bytes as `size` objects, `parallel` puts at a time."""
-    from lakelog.storage.store import ObjectStorage
+    from lakelog.log.storage.store import ObjectStorage
 
     root.mkdir(parents=True)
     plain = ObjectStorage.from_url(root.resolve().as_uri())

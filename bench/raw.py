@@ -26,7 +26,7 @@ RAW_REPEATS = 3  # raw figures: best of this many tries
 
 def raw_store(root: Path, total: int, parallel: int) -> dict[str, float]:
     """Write `total` bytes as 8 MiB objects through ObjectStorage, `parallel` at a time."""
-    from lakelog.storage.store import ObjectStorage
+    from lakelog.log.storage.store import ObjectStorage
 
     root.mkdir(parents=True, exist_ok=True)
     store = ObjectStorage.from_url(root.resolve().as_uri())

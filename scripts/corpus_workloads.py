@@ -665,8 +665,8 @@ def lakelog_workload(
 async def _lakelog(bootstrap: str, tag: str, failures: list[str]) -> None:
     from confluent_kafka import ShareConsumer
 
-    from lakelog import share_admin_client as share
-    from lakelog.admin_client import AdminClient
+    from lakelog.admin import share_client as share
+    from lakelog.admin.client import AdminClient
 
     topic, group = f"ll-{tag}", f"ll-share-{tag}"
     admin = await AdminClient.connect(bootstrap, client_id="lakelog-admin")
@@ -681,7 +681,7 @@ async def _lakelog(bootstrap: str, tag: str, failures: list[str]) -> None:
     async def offset_for_leader_epoch() -> None:
         from kio.schema.offset_for_leader_epoch.v4 import request as m
 
-        from lakelog.api.context import build
+        from lakelog.server.api.context import build
 
         asked = build(
             m.OffsetForLeaderEpochRequest,

@@ -1,3 +1,3 @@
-from lakelog.cli import main
+from lakelog.cli.main import main
 
 main()

@@ -11,7 +11,7 @@ from pathlib import Path
 from e2e_harness import BrokerProcess, create_topic, free_port, wait_topic_known, wait_until
 from e2e_wire import WireClient, produce_errors, produce_v7
 
-from lakelog.protocol.records import read_header, split_batches
+from lakelog.log.protocol.records import read_header, split_batches
 from tests.support.batches import build_batch
 
 KAFKA_STORAGE_ERROR = 56

@@ -11,8 +11,8 @@ from e2e_fixtures import BrokerFactory
 from e2e_harness import BrokerProcess, create_topic, wait_until
 from mirror_support import end_offsets, mirror_cli, produce_keyed, two_clusters, wait_states
 
-from lakelog.storage.store import ObjectStorage
-from lakelog.storage.wal import read_footer
+from lakelog.log.storage.store import ObjectStorage
+from lakelog.log.storage.wal import read_footer
 
 PARTITIONS = 3
 POISONED = 1

@@ -13,7 +13,7 @@ from typing import Any
 from e2e_harness import BrokerProcess, create_topic, free_port, wait_topic_known, wait_until
 from e2e_wire import WireClient, list_offsets_v1, produce_errors, request_class
 
-from lakelog.protocol.records import read_header, split_batches
+from lakelog.log.protocol.records import read_header, split_batches
 from tests.support.batches import build_batch
 
 INVALID_PRODUCER_EPOCH = 47

@@ -19,7 +19,7 @@ from lakelog.coordinator import (
     PartitionKey,
     TimestampType,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 BIG = 1 << 40
 

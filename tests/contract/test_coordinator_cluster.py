@@ -8,7 +8,7 @@ import time
 from contract_support import OpenInstance, batch, commit, new_topic
 
 from lakelog.coordinator import BatchCoordinator
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 async def test_register_and_heartbeat(coordinator: BatchCoordinator) -> None:

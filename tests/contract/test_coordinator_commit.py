@@ -10,7 +10,7 @@ from contract_support import batch, commit, log_info, new_key, new_topic, placed
 
 from lakelog.coordinator import BatchCoordinator, CommitBatch, PartitionKey, TimestampType
 from lakelog.coordinator.txn_types import InitTxnProducerRequest, TxnRef
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 async def test_offsets_are_dense_in_list_order(coordinator: BatchCoordinator) -> None:

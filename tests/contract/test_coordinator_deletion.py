@@ -16,7 +16,7 @@ from lakelog.coordinator import (
     RetentionResult,
     TimestampType,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 FOREVER = 1 << 60
 

@@ -14,7 +14,7 @@ from lakelog.coordinator import (
     FindBatchesResult,
     PartitionKey,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 async def find(

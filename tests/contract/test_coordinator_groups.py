@@ -13,7 +13,7 @@ from lakelog.coordinator.interface import (
     GroupRecord,
     OffsetCommit,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 AWKWARD = bytes(range(256)) + b"\x00\x00\xff\xfe\xc3\x28"
 """Every byte value, zeros, and sequences that are not UTF-8."""

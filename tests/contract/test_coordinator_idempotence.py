@@ -7,7 +7,7 @@ from uuid import UUID
 from contract_support import batch, commit, log_info, new_topic
 
 from lakelog.coordinator import BatchCoordinator, CommitBatch, CommitBatchResult
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 PID = 4242
 

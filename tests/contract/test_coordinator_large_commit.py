@@ -9,7 +9,7 @@ from uuid import UUID
 from contract_support import batch, commit, new_topic
 
 from lakelog.coordinator import BatchCoordinator, CommitBatch, FindBatchesRequest, PartitionKey
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 PER_PARTITION = 3
 RECORDS = 2

@@ -11,7 +11,7 @@ from contract_support import batch, commit, log_info, new_key, new_topic, read_a
 from lakelog.coordinator import BatchCoordinator, DeleteRecordsRequest, PartitionKey
 from lakelog.coordinator.pipeline_types import BatchMove, BatchSource, FileBatch, MergeCommit
 from lakelog.coordinator.txn_types import InitTxnProducerRequest, TxnRef
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 FOREVER = 1 << 60
 NOW = 1_000_000

@@ -28,7 +28,7 @@ from lakelog.coordinator.mirror_types import (
     mirrored_producer_id,
 )
 from lakelog.coordinator.txn_types import AbortedTxn
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 NOW = 1_000_000
 TTL = 10_000

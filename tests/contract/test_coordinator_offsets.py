@@ -17,7 +17,7 @@ from lakelog.coordinator import (
     ListOffsetsResult,
     TimestampType,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 async def offsets_for(coordinator: BatchCoordinator, t: UUID, timestamp: int) -> ListOffsetsResult:

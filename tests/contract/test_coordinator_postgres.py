@@ -30,7 +30,7 @@ from lakelog.coordinator.migrate import Migration
 from lakelog.coordinator.postgres import PostgresBatchCoordinator
 from lakelog.coordinator.postgres import transaction as pg_transaction
 from lakelog.coordinator.postgres.migrate import apply_postgres, load_pg_migrations
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 @pytest.fixture

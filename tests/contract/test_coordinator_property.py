@@ -20,7 +20,7 @@ from lakelog.coordinator import (
     FindBatchesRequest,
 )
 from lakelog.coordinator.commit_plan import RUN_MAX_BYTES
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 PARTITIONS = 3
 MODULUS = 2**31

@@ -27,7 +27,7 @@ from lakelog.coordinator.txn_types import (
     InitTxnProducerRequest,
     TxnRef,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 NOW = 1_000_000
 

@@ -21,7 +21,7 @@ from lakelog.coordinator import (
 )
 from lakelog.coordinator.commit_plan import RUN_MAX_BATCHES, RUN_MAX_BYTES
 from lakelog.coordinator.txn_types import AbortedTxn
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 def rows(coords: list[BatchCoordinate]) -> list[tuple[int, int, int, int]]:

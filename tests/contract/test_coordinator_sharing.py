@@ -10,7 +10,7 @@ from uuid import UUID
 from contract_support import OpenInstance, batch, commit, log_info, new_topic, read_all
 
 from lakelog.coordinator import BatchCoordinator, open_coordinator
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 async def test_reopen_keeps_everything(coordinator_url: str) -> None:

@@ -18,7 +18,7 @@ from lakelog.coordinator import DeleteRecordsRequest, open_coordinator, sqlite_p
 from lakelog.coordinator.migrate import Migration, apply_sqlite, load_migrations, split_statements
 from lakelog.coordinator.sqlite import SqliteBatchCoordinator
 from lakelog.coordinator.sqlite.coordinator import connect
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 def test_url_parsing(tmp_path: Path) -> None:

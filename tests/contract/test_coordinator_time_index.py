@@ -22,7 +22,7 @@ from lakelog.coordinator import (
     ListOffsetsRequest,
     TimestampType,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 @dataclass

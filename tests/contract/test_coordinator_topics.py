@@ -12,7 +12,7 @@ from lakelog.coordinator import (
     CreatePartitionsRequest,
     CreateTopicRequest,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 async def test_create_and_get_topics(coordinator: BatchCoordinator) -> None:

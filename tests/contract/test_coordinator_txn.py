@@ -15,7 +15,7 @@ from lakelog.coordinator.txn_types import (
     TxnRef,
     TxnState,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 NOW = 1_000_000
 

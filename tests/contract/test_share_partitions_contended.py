@@ -15,10 +15,10 @@ from contract_support import OpenInstance
 
 from lakelog.config import Settings
 from lakelog.coordinator.share_types import SharePartitionWrite
-from lakelog.errors import ErrorCode
 from lakelog.groups.group_configs import GroupConfig
-from lakelog.share.partitions import ShareKey, SharePartitions, limits_of
-from lakelog.share.state import ACCEPT, SharePartitionState
+from lakelog.groups.share.partitions import ShareKey, SharePartitions, limits_of
+from lakelog.groups.share.state import ACCEPT, SharePartitionState
+from lakelog.util.errors import ErrorCode
 
 TOPIC = "00000000-0000-0000-0000-0000000000aa"
 KEY = ShareKey(TOPIC, 0)

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from lakelog.storage.store import ObjectStorage
+from lakelog.log.storage.store import ObjectStorage
 
 SCALE_OUT = os.environ.get("LAKELOG_TEST_BACKEND", "embedded") == "scaleout"
 _STATE_FILE = "scaleout-backend.json"

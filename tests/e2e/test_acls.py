@@ -46,12 +46,12 @@ from security_support import (
     write_users,
 )
 
-from lakelog.admin_client import AdminClient as LakelogAdmin
-from lakelog.admin_client import KafkaError as LakelogError
-from lakelog.errors import ErrorCode
+from lakelog.admin.client import AdminClient as LakelogAdmin
+from lakelog.admin.client import KafkaError as LakelogError
 from lakelog.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission
 from lakelog.security.acl import ResourceType as Rt
 from lakelog.security.client_config import ClientSecurity
+from lakelog.util.errors import ErrorCode
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 TIMEOUT = 30

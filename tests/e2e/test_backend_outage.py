@@ -35,7 +35,7 @@ from e2e_wire import (
     request_class,
 )
 
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 from tests.fuzz.corpus_io import load_corpus
 from tests.fuzz.mutate import shape_of
 from tests.support.postgres_server import PostgresUnavailable, RestartablePostgres
@@ -242,8 +242,8 @@ def _served_seeds() -> list[tuple[int, int, bytes]]:
     from kio.index import load_request_schema
     from kio.serial import entity_reader
 
-    import lakelog.api.dispatch  # noqa: F401  (registers the handlers)
-    from lakelog.api.registry import HANDLERS
+    import lakelog.server.api.dispatch  # noqa: F401  (registers the handlers)
+    from lakelog.server.api.registry import HANDLERS
 
     chosen: dict[tuple[int, int], bytes] = {}
     for seed in load_corpus():

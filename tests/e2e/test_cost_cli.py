@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer
 from e2e_fixtures import BrokerFactory
 from e2e_harness import BrokerProcess, create_topic, wait_until
 
-from lakelog.cost import GB, MONTH_SECONDS
+from lakelog.cli.cost_model import GB, MONTH_SECONDS
 
 LAKELOG = Path(sys.executable).with_name("lakelog")
 VALUE = b"x" * 1000
@@ -29,11 +29,11 @@ TICK_S = 0.01
 
 def _cost_command() -> list[str]:
     """`lakelog cost` once cli.py mounts it; the module itself until then."""
-    from lakelog.cli import app
+    from lakelog.cli.main import app
 
     if any(g.name == "cost" for g in app.registered_groups):
         return [str(LAKELOG), "cost"]
-    return [sys.executable, "-m", "lakelog.cli_cost"]
+    return [sys.executable, "-m", "lakelog.cli.cost"]
 
 
 def _run_cost(*args: str) -> subprocess.CompletedProcess[str]:

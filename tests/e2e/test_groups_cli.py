@@ -19,9 +19,9 @@ from e2e_harness import BrokerProcess, create_topic, kafka_admin, now_ms, wait_u
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from lakelog import admin_client
-from lakelog.admin_client import EARLIEST, LATEST, AdminClient
-from lakelog.errors import ErrorCode
+from lakelog.admin import client as admin_client
+from lakelog.admin.client import EARLIEST, LATEST, AdminClient
+from lakelog.util.errors import ErrorCode
 
 PARTITIONS = 3
 OLD, NEW = 5, 5
@@ -36,11 +36,11 @@ LAKELOG = Path(sys.executable).with_name("lakelog")
 
 def _groups_command() -> list[str]:
     """`lakelog groups` once cli.py mounts it; the module itself until then."""
-    from lakelog.cli import app
+    from lakelog.cli.main import app
 
     if any(g.name == "groups" for g in app.registered_groups):
         return [str(LAKELOG), "groups"]
-    return [sys.executable, "-m", "lakelog.cli_groups"]
+    return [sys.executable, "-m", "lakelog.cli.groups"]
 
 
 GROUPS = _groups_command()

@@ -29,10 +29,10 @@ from e2e_harness import BrokerProcess, wait_until
 from kafka.admin import KafkaAdminClient
 from security_support import USERS, SecureFactory, secure_broker, write_users
 
-from lakelog.admin_client import AdminClient as LakelogAdmin
-from lakelog.admin_client import KafkaError as LakelogError
-from lakelog.errors import ErrorCode
+from lakelog.admin.client import AdminClient as LakelogAdmin
+from lakelog.admin.client import KafkaError as LakelogError
 from lakelog.security.client_config import ClientSecurity
+from lakelog.util.errors import ErrorCode
 
 __all__ = ["broker_factory", "secure_broker"]  # the fixtures, used by name
 

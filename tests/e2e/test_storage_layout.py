@@ -95,7 +95,7 @@ def check_layout(
     broker: BrokerProcess, topic: str, delivered: list[Delivered]
 ) -> dict[int, list[tuple[str, int, int, int, int]]]:
     """Every check of the module; returns each partition's coordinates for comparison."""
-    from lakelog.errors import ErrorCode
+    from lakelog.util.errors import ErrorCode
 
     acked = {(d.partition, d.offset): d for d in delivered}
     assert len(acked) == len(delivered), "two records acknowledged at the same offset"

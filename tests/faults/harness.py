@@ -535,7 +535,7 @@ class FaultRun:
         SIGKILL of a broker that logged the key (or of any broker, if none did) within
         30 s after the object's uuid7 time means a crash between upload and commit;
         anything else is unexplained (a broker left it behind without saying so)."""
-        from lakelog.storage.uuid7 import uuid7_time_ms
+        from lakelog.log.storage.uuid7 import uuid7_time_ms
 
         logs = {b.name: b.log_text().splitlines() for b in self.brokers}
         causes: dict[str, int] = {}

@@ -31,8 +31,8 @@ def test_corpus_covers_every_client_and_the_admin_and_sasl_apis() -> None:
 
 def test_corpus_covers_every_api_the_broker_serves() -> None:
     """Every API handler gets real requests to mutate (new handlers came without seeds)."""
-    import lakelog.api.dispatch  # noqa: F401  (registers the handlers)
-    from lakelog.api.registry import HANDLERS
+    import lakelog.server.api.dispatch  # noqa: F401  (registers the handlers)
+    from lakelog.server.api.registry import HANDLERS
 
     seeds = load_corpus()
     missing = sorted(set(HANDLERS) - {s.api_key for s in seeds})

@@ -13,7 +13,7 @@ from pipeline_clients import produce
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from lakelog.cli_common import UserError
+from lakelog.cli.common import UserError
 from lakelog.pipeline.cli import pipeline_app
 from pipeline_jobs import stored_objects
 

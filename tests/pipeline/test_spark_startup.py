@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.pipeline.records import numpy_array, numpy_values, repeated_string
-from lakelog.spark_daemon import redundant_zips
+from lakelog.pipeline.spark_daemon import redundant_zips
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,7 +43,7 @@ def test_schema_step_leaves_reading_and_planning_code_unimported() -> None:
         LakelogDataSource({"subscribe": "t", "lakelog.data.dir": "/nonexistent"}).schema()
         heavy = ("pyarrow", "numpy", "obstore", "pandas")
         print(sorted(m for m in sys.modules if m.split(".")[0] in heavy
-                     or m.startswith(("lakelog.coordinator", "lakelog.storage"))))
+                     or m.startswith(("lakelog.coordinator", "lakelog.log.storage"))))
         """
     )
     assert out.strip() == "[]"
@@ -56,7 +56,7 @@ def test_decoding_for_spark_does_not_import_pandas() -> None:
         """
         import sys
         from lakelog.pipeline.records import RecordColumns
-        from lakelog.protocol.records import BatchHeader
+        from lakelog.log.protocol.records import BatchHeader
         from lakelog.pipeline.batch_writer import encode_record, rebuild_batch
         from lakelog.spark.range_reader import to_spark_arrow
 
@@ -108,7 +108,7 @@ def test_daemon_drops_only_the_zips_of_the_installed_pyspark(tmp_path: Path) -> 
 
 
 def test_task_workers_import_the_installed_pyspark(spark: SparkSession) -> None:
-    # Spark puts pyspark.zip first on its workers' path; through lakelog.spark_daemon
+    # Spark puts pyspark.zip first on its workers' path; through lakelog.pipeline.spark_daemon
     # (SPARK_CONF, set by the `spark` fixture as by get_or_create) they import the
     # installed, compiled copy.
     def where(_: int) -> str:

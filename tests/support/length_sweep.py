@@ -16,8 +16,8 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 
-from lakelog.protocol.bounded import OutOfBounds
-from lakelog.protocol.frames import MalformedRequest, api_schema, decode_body, parse_header
+from lakelog.log.protocol.bounded import OutOfBounds
+from lakelog.log.protocol.frames import MalformedRequest, api_schema, decode_body, parse_header
 from tests.support.request_samples import frame, handled_versions, sample_body
 
 BOUNDARY_VALUES = [

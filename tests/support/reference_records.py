@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from lakelog.log.protocol.records import read_header
 from lakelog.pipeline.records import (
     CREATE_TIME,
     HEADER_TYPE,
@@ -17,7 +18,6 @@ from lakelog.pipeline.records import (
     _body,
     _varint,
 )
-from lakelog.protocol.records import read_header
 
 __all__ = ["RecordColumns", "decode_batch"]
 

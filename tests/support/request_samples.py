@@ -15,8 +15,8 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-import lakelog.api  # noqa: F401  (fills the handler table)
-from lakelog.api.registry import HANDLERS
+import lakelog.server.api  # noqa: F401  (fills the handler table)
+from lakelog.server.api.registry import HANDLERS
 
 _VALUES: dict[str, Any] = {
     "bool": True,

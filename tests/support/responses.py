@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 def error_codes(obj: Any) -> list[ErrorCode]:

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakelog.broker import Broker
 from lakelog.config import Settings
+from lakelog.server.broker import Broker
 
 SESSION_MS = 300
 

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
-from lakelog.broker import Broker
 from lakelog.config import Settings
-from lakelog.zones import partition_broker
+from lakelog.server.broker import Broker
+from lakelog.server.cluster.zones import partition_broker
 
 
 async def _broker(tmp_path: Path, *others: int) -> Broker:

@@ -9,10 +9,10 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from typer.testing import CliRunner
 
-from lakelog import cost
-from lakelog.cli_common import run_cli
-from lakelog.cli_cost import cost_app, metrics_url
-from lakelog.cost import GB, MONTH_SECONDS, Prices, Usage
+from lakelog.cli import cost_model as cost
+from lakelog.cli.common import run_cli
+from lakelog.cli.cost import cost_app, metrics_url
+from lakelog.cli.cost_model import GB, MONTH_SECONDS, Prices, Usage
 
 EXACT = {"rel": 1e-12, "abs": 1e-12}
 
@@ -237,7 +237,7 @@ def test_metrics_url_forms() -> None:
 
 
 def test_json_report_shape() -> None:
-    from lakelog.cli_cost import report_dict
+    from lakelog.cli.cost import report_dict
 
     usage = Usage(bytes_in=1.0)
     report = report_dict("window", {"u": 2.0}, usage, Prices(), 7.0, cost.project(usage, Prices()))

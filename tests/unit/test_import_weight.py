@@ -27,7 +27,7 @@ def test_a_lakelog_process_loads_neither_hypothesis_nor_pytest() -> None:
     out = _fresh(
         """
         import sys
-        import lakelog.cli, lakelog.coordinator, lakelog.spark.range_reader
+        import lakelog.cli.main, lakelog.coordinator, lakelog.spark.range_reader
         print(sorted(m for m in ("hypothesis", "pytest", "trio") if m in sys.modules))
         import hypothesis.strategies  # still importable afterwards, by code that wants it
         print("importable")

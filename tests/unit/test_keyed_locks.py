@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.keyed_locks import KeyedLocks
+from lakelog.util.keyed_locks import KeyedLocks
 
 
 async def test_one_holder_per_key_and_the_table_empties() -> None:
@@ -86,8 +86,8 @@ async def test_a_cancelled_waiter_leaves_nothing_behind() -> None:
 async def test_looking_up_made_up_groups_leaves_no_lock(tmp_path: Path) -> None:
     """The classic group coordinator, as DescribeGroups and OffsetFetch for unknown ids
     use it: nothing stays behind per id."""
-    from lakelog.broker import Broker
     from lakelog.config import Settings
+    from lakelog.server.broker import Broker
 
     broker = Broker(Settings(data_dir=tmp_path))
     await broker.coordinator.start()

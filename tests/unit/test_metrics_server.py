@@ -7,7 +7,7 @@ import asyncio
 import json
 
 from lakelog.coordinator.pipeline_types import PipelineRun
-from lakelog.metrics_server import start_metrics_server
+from lakelog.server.metrics_server import start_metrics_server
 
 RUN = PipelineRun("r1", "gc", 1_700_000_000_000, 1.5, "ok", '{"objects deleted": "3"}')
 

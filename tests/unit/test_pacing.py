@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from lakelog.pacing import paced
+from lakelog.util.pacing import paced
 
 ITEMS = 200
 

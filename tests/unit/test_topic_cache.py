@@ -13,7 +13,7 @@ import pytest
 
 from lakelog.coordinator import BatchCoordinator, open_coordinator
 from lakelog.coordinator.interface import CreateTopicRequest
-from lakelog.topics import TopicCache
+from lakelog.server.topics import TopicCache
 
 
 class Gated:

@@ -2,9 +2,9 @@ import asyncio
 import socket
 from uuid import uuid4
 
-from lakelog.broker import _connect_refused
 from lakelog.coordinator.interface import BrokerInfo
-from lakelog.zones import client_zone, partition_broker, suspected, zone_brokers
+from lakelog.server.broker import _connect_refused
+from lakelog.server.cluster.zones import client_zone, partition_broker, suspected, zone_brokers
 
 
 def _broker(broker_id: int, rack: str | None, heartbeat: int = 0) -> BrokerInfo:
@@ -126,7 +126,7 @@ async def test_connect_probe_tells_a_gone_process_from_a_live_one() -> None:
 def test_metadata_names_every_broker_with_the_serving_ones_first() -> None:
     """A zone client is led to its zone's brokers but told of all: when its zone dies it
     must still know a broker to ask (clients ask only brokers Metadata named)."""
-    from lakelog.api.metadata import named_brokers
+    from lakelog.server.api.metadata import named_brokers
 
     live = [_broker(1, "a"), _broker(2, "b"), _broker(3, "c"), _broker(4, "a")]
     fenced = [_broker(5, "a"), _broker(2, "b")]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from lakelog.coordinator.interface import (
     TimestampType,
 )
 from lakelog.coordinator.txn_rules import OngoingTxn, barrier
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
     # Only a type here: importing the sqlite package would import this module back.

@@ -87,8 +87,8 @@ from lakelog.coordinator.txn_types import (
     TxnOffsetCommitRequest,
     TxnRef,
 )
-from lakelog.errors import ErrorCode
 from lakelog.security.acl import AclBinding, AclFilter
+from lakelog.util.errors import ErrorCode
 
 T = TypeVar("T")
 

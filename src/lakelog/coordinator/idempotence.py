@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from lakelog.coordinator.interface import CommitBatch
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 REMEMBERED_BATCHES = 5
 """Kafka keeps the metadata of the last 5 batches per producer and partition; the same

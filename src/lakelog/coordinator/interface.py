@@ -1,7 +1,7 @@
 """The batch coordinator contract.
 
 Every method takes and returns lists of frozen dataclasses; answer *i* belongs to request *i*.
-Errors are Kafka error codes (`lakelog.errors.ErrorCode`) carried in the results, never
+Errors are Kafka error codes (`lakelog.util.errors.ErrorCode`) carried in the results, never
 raised, so that one bad partition never fails a whole request. Exceptions mean the database
 itself failed; callers treat them as retriable.
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from uuid import UUID
 
 from lakelog.coordinator.share_types import SharePartitionRow, SharePartitionWrite
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
     from lakelog.coordinator.commit_outcome import CommitOutcome

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lakelog.coordinator.pipeline_types import BatchMove, MergeCommit
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 MERGE_UPLOADER = -1
 """`uploader_broker_id` and `broker_epoch` of objects the pipeline wrote."""

@@ -16,7 +16,7 @@ from lakelog.coordinator.mirror_types import (
     MirrorResult,
     MirrorState,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 ACTIVE = ("PREPARING", "MIRRORING")
 ACTIVE_SQL = "('PREPARING', 'MIRRORING')"

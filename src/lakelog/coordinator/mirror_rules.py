@@ -24,7 +24,7 @@ from lakelog.coordinator.interface import (
     TimestampType,
 )
 from lakelog.coordinator.mirror_types import READ_ONLY_ERROR, MirrorBatch, MirrorState
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
     from lakelog.coordinator.ops.rows import PartitionRow

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 READ_ONLY_ERROR = ErrorCode.topic_authorization_failed
 """KIP-1279 answers a produce to a mirror topic with ReadOnlyTopicException, which has no

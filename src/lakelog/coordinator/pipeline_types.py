@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ SQLite and PostgreSQL refuse the same requests the same way."""
 from __future__ import annotations
 
 from lakelog.coordinator.interface import CreateTopicRequest, CreateTopicResult, TopicResult
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 def invalid_create(req: CreateTopicRequest) -> CreateTopicResult | None:

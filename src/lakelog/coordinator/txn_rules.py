@@ -19,7 +19,7 @@ from lakelog.coordinator.txn_types import (
     TxnRef,
     TxnState,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

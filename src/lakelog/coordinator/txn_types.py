@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lakelog.coordinator.interface import OffsetCommit, PartitionKey
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 NO_CONTROL = -1
 """`BatchCoordinate.control_type` of a data batch."""

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakelog.errors import ErrorCode
 from lakelog.groups.assignors import ASSIGNORS, Assignment, AssignorMember, TopicPartition
+from lakelog.util.errors import ErrorCode
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2

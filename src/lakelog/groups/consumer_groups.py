@@ -11,9 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from lakelog import metrics
 from lakelog.coordinator.interface import ConsumerGroupRecord
-from lakelog.errors import ErrorCode
 from lakelog.groups import mixed
 from lakelog.groups.consumer_group import (
     ConsumerGroup,
@@ -22,13 +20,15 @@ from lakelog.groups.consumer_group import (
     HeartbeatResult,
     TopicMeta,
 )
-from lakelog.keyed_locks import KeyedLocks
-from lakelog.outage import log_failure
-from lakelog.pacing import paced
+from lakelog.server.cluster.outage import log_failure
+from lakelog.util import metrics
+from lakelog.util.errors import ErrorCode
+from lakelog.util.keyed_locks import KeyedLocks
+from lakelog.util.pacing import paced
 
 if TYPE_CHECKING:
-    from lakelog.broker import Broker
     from lakelog.groups.coordinator import GroupCoordinator
+    from lakelog.server.broker import Broker
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -11,22 +11,22 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lakelog import metrics
 from lakelog.coordinator.interface import (
     BrokerInfo,
     CommittedOffset,
     GroupRecord,
     OffsetCommit,
 )
-from lakelog.errors import ErrorCode
 from lakelog.groups.consumer_groups import ConsumerGroups
 from lakelog.groups.group import Group, GroupConfig, GroupState
-from lakelog.keyed_locks import KeyedLocks
-from lakelog.outage import log_failure
-from lakelog.pacing import paced
+from lakelog.server.cluster.outage import log_failure
+from lakelog.util import metrics
+from lakelog.util.errors import ErrorCode
+from lakelog.util.keyed_locks import KeyedLocks
+from lakelog.util.pacing import paced
 
 if TYPE_CHECKING:
-    from lakelog.broker import Broker
+    from lakelog.server.broker import Broker
 
 log = logging.getLogger(__name__)
 

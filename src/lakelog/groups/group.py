@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lakelog.coordinator.interface import GroupMemberRecord, GroupRecord
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 class GroupState(enum.StrEnum):

@@ -28,7 +28,6 @@ import uuid
 from collections.abc import Mapping
 
 from lakelog.coordinator.interface import GroupMemberRecord, GroupRecord
-from lakelog.errors import ErrorCode
 from lakelog.groups import consumer_protocol
 from lakelog.groups.consumer_group import (
     EMPTY,
@@ -46,6 +45,7 @@ from lakelog.groups.group import (
     SyncResult,
 )
 from lakelog.groups.subscription import subscribed_topics
+from lakelog.util.errors import ErrorCode
 
 CONSUMER = "consumer"
 

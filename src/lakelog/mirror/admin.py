@@ -34,18 +34,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakelog.admin_client import KafkaError
-from lakelog.api.configs import MIRROR_RESOURCE
+from lakelog.admin.client import KafkaError
 from lakelog.coordinator.mirror_types import MirrorDefinition, MirrorPartition
-from lakelog.errors import ErrorCode
 from lakelog.mirror.prepare import TOPIC_KEY_PREFIX
 from lakelog.mirror.source import SourceAdmin, SourceUnavailable, unsupported_settings
 from lakelog.mirror.validate import ERROR, validate
 from lakelog.security.client_config import ClientSecurity, SecurityConfigError
-from lakelog.topics import topic_name_error
+from lakelog.server.api.configs import MIRROR_RESOURCE
+from lakelog.server.topics import topic_name_error
+from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from lakelog.broker import Broker
+    from lakelog.server.broker import Broker
 
 log = logging.getLogger(__name__)
 

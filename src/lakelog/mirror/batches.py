@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import crc32c
 
 from lakelog.coordinator.mirror_types import mirrored_producer_id
-from lakelog.protocol.records import (
+from lakelog.log.protocol.records import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -31,7 +31,7 @@ from lakelog.protocol.records import (
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
 )
-from lakelog.protocol.varint import VarintError, read_varint
+from lakelog.log.protocol.varint import VarintError, read_varint
 
 PRODUCER_ID_OFFSET = 43
 _HEADER = struct.Struct(">qiibIhiqqqhii")

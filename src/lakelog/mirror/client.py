@@ -7,10 +7,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lakelog.admin_client import DESCRIBE_CONFIGS, KafkaError
-from lakelog.api.configs import MIRROR_RESOURCE
-from lakelog.errors import ErrorCode
+from lakelog.admin.client import DESCRIBE_CONFIGS, KafkaError
 from lakelog.mirror.resource import MirrorResourceClient, request_module
+from lakelog.server.api.configs import MIRROR_RESOURCE
+from lakelog.util.errors import ErrorCode
 
 INCREMENTAL_ALTER_CONFIGS = 44
 SET = 0

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from lakelog import metrics
-from lakelog.admin_client import Node
+from lakelog.admin.client import Node
 from lakelog.coordinator.mirror_types import MirrorBatch
-from lakelog.errors import ErrorCode
+from lakelog.log.storage.keys import new_wal_key
+from lakelog.log.storage.wal import build_wal
 from lakelog.mirror.batches import SourceBatch, prepare_partition
 from lakelog.mirror.connection import SourceConnection
 from lakelog.mirror.source import SourceCluster, SourceUnavailable
@@ -35,8 +35,8 @@ from lakelog.mirror.wire import (
     decode_fetch,
     encode_fetch,
 )
-from lakelog.storage.keys import new_wal_key
-from lakelog.storage.wal import build_wal
+from lakelog.util import metrics
+from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
     from lakelog.mirror.manager import MirrorManager

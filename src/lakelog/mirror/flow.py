@@ -14,7 +14,7 @@ import asyncio
 import collections
 import time
 
-from lakelog import metrics
+from lakelog.util import metrics
 
 
 class ByteBudget:

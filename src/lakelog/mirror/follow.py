@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lakelog.api.configs import TOPIC_SPECS
 from lakelog.config import Settings
 from lakelog.coordinator.interface import (
     BatchCoordinator,
@@ -22,8 +21,9 @@ from lakelog.coordinator.interface import (
     PartitionKey,
 )
 from lakelog.coordinator.mirror_types import MirrorDefinition
-from lakelog.errors import ErrorCode
 from lakelog.mirror.source import SourceCluster, SourceTopic
+from lakelog.server.api.configs import TOPIC_SPECS
+from lakelog.util.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

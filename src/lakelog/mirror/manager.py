@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from lakelog import metrics
 from lakelog.coordinator.interface import CommitBatchResult
 from lakelog.coordinator.mirror_types import (
     MirrorBatch,
@@ -34,15 +33,16 @@ from lakelog.coordinator.mirror_types import (
     MirrorPartitionUpdate,
     MirrorState,
 )
-from lakelog.errors import ErrorCode
 from lakelog.mirror import follow, group_sync, prepare
 from lakelog.mirror.fetcher import Fetcher, MirrorTask, fetcher_index
 from lakelog.mirror.flow import ByteBudget, Throttle
 from lakelog.mirror.source import SourceCluster, SourceUnavailable
-from lakelog.outage import log_failure
+from lakelog.server.cluster.outage import log_failure
+from lakelog.util import metrics
+from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from lakelog.broker import Broker
+    from lakelog.server.broker import Broker
 
 log = logging.getLogger(__name__)
 

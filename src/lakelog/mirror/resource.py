@@ -6,9 +6,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from lakelog.admin_client import DESCRIBE_CONFIGS, AdminClient
-from lakelog.api.configs import MIRROR_RESOURCE
-from lakelog.api.context import build
+from lakelog.admin.client import DESCRIBE_CONFIGS, AdminClient
+from lakelog.server.api.configs import MIRROR_RESOURCE
+from lakelog.server.api.context import build
 
 
 def request_module(api_key: int, version: int) -> ModuleType:

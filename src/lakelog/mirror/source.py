@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
 
-from lakelog.admin_client import (
+from lakelog.admin.client import (
     DESCRIBE_CONFIGS,
     EARLIEST,
     ConfigValue,
     KafkaError,
     Node,
 )
-from lakelog.api.context import build
-from lakelog.errors import ErrorCode
 from lakelog.mirror.resource import MirrorResourceClient, request_module
 from lakelog.mirror.wire import FETCH_KEY, MAX_FETCH_VERSION, MIN_FETCH_VERSION
 from lakelog.security.client_config import ClientSecurity, SecurityConfigError
 from lakelog.security.client_config import problems as security_problems
+from lakelog.server.api.context import build
+from lakelog.util.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

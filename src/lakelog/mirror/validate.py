@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakelog.admin_client import KafkaError
+from lakelog.admin.client import KafkaError
 from lakelog.coordinator.interface import BatchCoordinator, PartitionKey
 from lakelog.coordinator.mirror_types import MirrorDefinition
 from lakelog.mirror.follow import copied_configs, matching

@@ -19,9 +19,9 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from lakelog.admin_client import encode_request
-from lakelog.api.context import build
-from lakelog.errors import ErrorCode
+from lakelog.admin.client import encode_request
+from lakelog.server.api.context import build
+from lakelog.util.errors import ErrorCode
 
 FETCH_KEY = 1
 MIN_FETCH_VERSION = 4

@@ -5,9 +5,9 @@ applies; `--master` is only needed outside spark-submit)."""
 
 import sys
 
-from lakelog import process_setup  # noqa: F401  (first: before kio imports Hypothesis)
-from lakelog.cli_common import run_cli
+from lakelog.cli.common import run_cli
 from lakelog.pipeline.cli import pipeline_app
+from lakelog.util import process_setup  # noqa: F401  (first: before kio imports Hypothesis)
 
 if __name__ == "__main__":
     sys.exit(run_cli(pipeline_app))

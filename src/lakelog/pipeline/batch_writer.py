@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import cramjam
 import crc32c
 
-from lakelog.protocol.record_reader import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from lakelog.protocol.records import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, BatchHeader
-from lakelog.protocol.varint import write_varint
+from lakelog.log.protocol.record_reader import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from lakelog.log.protocol.records import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, BatchHeader
+from lakelog.log.protocol.varint import write_varint
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)

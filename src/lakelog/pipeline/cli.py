@@ -23,8 +23,8 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichBar
 
-from lakelog.cli_common import UserError, describe, print_json, print_table, warn
-from lakelog.cli_options import (
+from lakelog.cli.common import UserError, describe, print_json, print_table, warn
+from lakelog.cli.options import (
     CoordinatorUrlOption,
     DataDirOption,
     StorageUrlOption,
@@ -111,8 +111,8 @@ def job_settings(
     """The job's settings, checked before anything is opened: a bad value, an unknown
     Spark master, or a cluster that is not there (no coordinator file at --data-dir) is a
     one-line UserError, and nothing is created."""
+    from lakelog.cli.preflight import check_existing_cluster
     from lakelog.pipeline.session import check_master
-    from lakelog.preflight import check_existing_cluster
 
     try:
         check_master(master)

@@ -36,7 +36,10 @@ from lakelog.coordinator.interface import (
     TimestampType,
 )
 from lakelog.coordinator.pipeline_types import BatchMove, BatchSource, MergeCommit
-from lakelog.errors import ErrorCode
+from lakelog.log.protocol.batch_runs import batches_in_range
+from lakelog.log.protocol.records import InvalidBatch, base_offset_bytes, read_header
+from lakelog.log.storage.keys import offsets_in_headers, segment_key
+from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.batch_writer import encode_record, rebuild_batch
 from lakelog.pipeline.context import JobContext, PipelineError
 from lakelog.pipeline.distribute import run_in_waves
@@ -49,10 +52,7 @@ from lakelog.pipeline.planning import (
 )
 from lakelog.pipeline.progress import JobSummary
 from lakelog.pipeline.records import Record, RecordDecodeError, decode_batch
-from lakelog.protocol.batch_runs import batches_in_range
-from lakelog.protocol.records import InvalidBatch, base_offset_bytes, read_header
-from lakelog.storage.keys import offsets_in_headers, segment_key
-from lakelog.storage.store import ObjectStorage
+from lakelog.util.errors import ErrorCode
 
 MAX_KEYS = 2_000_000
 """Keys tracked per partition per run (~150 bytes each): bounds a task's memory."""

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakelog.config import Settings
 from lakelog.coordinator import BatchCoordinator, open_coordinator
+from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.progress import NullProgress, Progress
-from lakelog.storage.store import ObjectStorage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

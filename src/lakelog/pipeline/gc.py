@@ -20,6 +20,7 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
+from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.context import JobContext
 from lakelog.pipeline.distribute import run_in_waves
 from lakelog.pipeline.listing import ListRange, is_local, list_range, list_ranges, plan_listing
@@ -32,7 +33,6 @@ from lakelog.pipeline.planning import (
     find_orphans,
 )
 from lakelog.pipeline.progress import JobSummary
-from lakelog.storage.store import ObjectStorage
 
 if TYPE_CHECKING:
     from pyspark import Broadcast

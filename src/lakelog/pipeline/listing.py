@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import obstore
 
+from lakelog.log.storage.keys import SEGMENT_PREFIX, WAL_PREFIX
+from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.planning import ListedObject
-from lakelog.storage.keys import SEGMENT_PREFIX, WAL_PREFIX
-from lakelog.storage.store import ObjectStorage
 
 LIST_CHUNK = 1000
 

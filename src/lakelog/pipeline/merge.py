@@ -21,6 +21,15 @@ from dataclasses import dataclass
 import crc32c
 
 from lakelog.coordinator.pipeline_types import BatchMove, FileBatch, FileInfo, MergeCommit
+from lakelog.log.protocol.batch_runs import batches_in_range
+from lakelog.log.protocol.records import (
+    ATTRIBUTES_OFFSET,
+    InvalidBatch,
+    base_offset_bytes,
+    read_header,
+)
+from lakelog.log.storage.keys import SEGMENT_PREFIX, WAL_PREFIX, offsets_in_headers, segment_key
+from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.context import JobContext
 from lakelog.pipeline.distribute import run_in_waves
 from lakelog.pipeline.object_io import ByteRange, read_ranges, run_async
@@ -33,15 +42,6 @@ from lakelog.pipeline.planning import (
     plan_segments,
 )
 from lakelog.pipeline.progress import JobSummary
-from lakelog.protocol.batch_runs import batches_in_range
-from lakelog.protocol.records import (
-    ATTRIBUTES_OFFSET,
-    InvalidBatch,
-    base_offset_bytes,
-    read_header,
-)
-from lakelog.storage.keys import SEGMENT_PREFIX, WAL_PREFIX, offsets_in_headers, segment_key
-from lakelog.storage.store import ObjectStorage
 
 PAGE = 1000
 """Files per coordinator page while looking for candidates and their batches."""

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Coroutine, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from lakelog.storage.store import ObjectStorage
+from lakelog.log.storage.store import ObjectStorage
 
 T = TypeVar("T")
 

@@ -14,8 +14,8 @@ from uuid import UUID
 from lakelog.config import Settings
 from lakelog.coordinator.interface import BatchCoordinate, RetentionPolicy, TopicInfo
 from lakelog.coordinator.pipeline_types import FileBatch, FileInfo, FileReference
-from lakelog.storage.keys import InvalidKeyError, KeyKind, parse_key
-from lakelog.topic_config import defaults, effective
+from lakelog.log.storage.keys import InvalidKeyError, KeyKind, parse_key
+from lakelog.log.topic_config import defaults, effective
 
 T = TypeVar("T")
 

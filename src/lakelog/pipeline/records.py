@@ -10,7 +10,7 @@ Stored batches are the producer's bytes: their baseOffset is whatever the client
 on LogAppendTime topics, their timestamps are the client's. The coordinator knows the real
 base offset and the append time, so callers pass them in (from the `BatchCoordinate`).
 Decompression (gzip, snappy raw or xerial-framed, lz4 frame, zstd; all through cramjam) is
-`lakelog.protocol.record_reader.decompress`, shared with the broker's ListOffsets path.
+`lakelog.log.protocol.record_reader.decompress`, shared with the broker's ListOffsets path.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
-from lakelog.protocol.record_reader import decompress
-from lakelog.protocol.records import (
+from lakelog.log.protocol.record_reader import decompress
+from lakelog.log.protocol.records import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
     InvalidBatch,

@@ -7,7 +7,6 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from lakelog.outage import log_failure
 from lakelog.security.acl import (
     AclIndex,
     Operation,
@@ -18,6 +17,7 @@ from lakelog.security.acl import (
     authorized_operations,
     parse_super_users,
 )
+from lakelog.server.cluster.outage import log_failure
 
 if TYPE_CHECKING:
     from lakelog.config import Settings

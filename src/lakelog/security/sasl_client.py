@@ -10,9 +10,9 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from lakelog.errors import ErrorCode
 from lakelog.security.client_config import ClientSecurity
 from lakelog.security.scram import ScramClient, ScramError
+from lakelog.util.errors import ErrorCode
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 HANDSHAKE_VERSION = 1

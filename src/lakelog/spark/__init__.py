@@ -15,7 +15,7 @@ starts Spark's Python workers for the source ahead of the first read.
 `get_or_create(builder)` in place of `builder.getOrCreate()` starts the session faster: the
 driver JVM maps a class archive (`jvm_cache`) and Python workers import pyspark's compiled
 modules, not the zipped sources Spark puts on their path (`SPARK_CONF` with
-`lakelog.spark_daemon` for task workers; on local masters `python_launcher` for all).
+`lakelog.pipeline.spark_daemon` for task workers; on local masters `python_launcher` for all).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ __all__ = [
     "warm_up",
 ]
 
-SPARK_CONF = {"spark.python.daemon.module": "lakelog.spark_daemon"}
+SPARK_CONF = {"spark.python.daemon.module": "lakelog.pipeline.spark_daemon"}
 """Confs for a session that reads lakelog or runs its pipeline jobs, set before it starts:
 Spark's task workers then import the installed pyspark, not its zipped sources."""
 

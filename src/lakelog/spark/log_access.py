@@ -20,12 +20,12 @@ from lakelog.coordinator import (
     TimestampType,
     open_coordinator,
 )
-from lakelog.errors import ErrorCode
 from lakelog.spark.offsets import PartitionBounds, TopicPartition
 from lakelog.spark.options import Connection
+from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from lakelog.storage.store import ObjectStorage
+    from lakelog.log.storage.store import ObjectStorage
 
 __all__ = ["LogSession", "offsets_for_timestamp", "partition_bounds"]
 
@@ -50,7 +50,7 @@ class LogSession:
     def storage(self) -> ObjectStorage:
         assert self._coordinator is not None, "LogSession used outside `async with`"
         if self._storage is None:
-            from lakelog.storage.store import ObjectStorage
+            from lakelog.log.storage.store import ObjectStorage
 
             self._storage = ObjectStorage.from_url(self.connection.storage_url)
         return self._storage
@@ -119,8 +119,8 @@ async def offsets_for_timestamp(
         offset = result.offset
         coord = result.batch
         if coord is not None and coord.timestamp_type != TimestampType.LOG_APPEND_TIME:
-            from lakelog.protocol.record_reader import first_offset_at_or_after
-            from lakelog.storage.keys import offsets_in_headers
+            from lakelog.log.protocol.record_reader import first_offset_at_or_after
+            from lakelog.log.storage.keys import offsets_in_headers
 
             data = await storage.get_range(
                 coord.object_key, coord.byte_offset, coord.byte_offset + coord.byte_size

@@ -6,7 +6,7 @@ gets `PYTHONPATH=$SPARK_HOME/python/lib/py4j-*.zip:$SPARK_HOME/python/lib/pyspar
 With pyspark from pip, those zips lie inside the installed package and hold the same
 sources, but no bytecode, so every process compiles pyspark as it imports it: 0.65 s a
 process here against 0.13 s from the installed package, paid three times over (schema,
-partitions, tasks) before a session's first read returns. `lakelog.spark_daemon` fixes the
+partitions, tasks) before a session's first read returns. `lakelog.pipeline.spark_daemon` fixes the
 task workers only, as Spark starts its planning steps with pyspark's own daemon; this
 launcher, a small shell script Spark is given as its workers' Python, fixes them all.
 
@@ -21,8 +21,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from lakelog.pipeline.spark_daemon import installed_zips
 from lakelog.spark.jvm_cache import cache_root
-from lakelog.spark_daemon import installed_zips
 
 SCRIPT = """#!/bin/sh
 # Written by lakelog (lakelog.spark.python_launcher): {python} for Spark's Python workers,

@@ -20,8 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.coordinator import BatchCoordinate, FindBatchesRequest, TimestampType
-from lakelog.errors import ErrorCode
-from lakelog.fetch.reader import plan_ranges, read_spans
+from lakelog.log.fetch.reader import plan_ranges, read_spans
+from lakelog.log.protocol.batch_runs import batches_in_range
+from lakelog.log.protocol.records import InvalidBatch
+from lakelog.log.storage.keys import offsets_in_headers
+from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.records import (
     HEADER_TYPE,
     RecordColumns,
@@ -30,14 +33,11 @@ from lakelog.pipeline.records import (
     numpy_values,
     repeated_string,
 )
-from lakelog.protocol.batch_runs import batches_in_range
-from lakelog.protocol.records import InvalidBatch
 from lakelog.spark.aborted import AbortedFilter
 from lakelog.spark.log_access import LogSession
 from lakelog.spark.offsets import FROM_LOG_START, OffsetRange
 from lakelog.spark.options import Connection
-from lakelog.storage.keys import offsets_in_headers
-from lakelog.storage.store import ObjectStorage
+from lakelog.util.errors import ErrorCode
 
 __all__ = [
     "SPARK_ARROW_SCHEMA",

@@ -8,9 +8,9 @@ import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from lakelog.admin_client import encode_request
-from lakelog.api.context import build
-from lakelog.protocol.frames import api_schema, decode_body, parse_header
+from lakelog.admin.client import encode_request
+from lakelog.log.protocol.frames import api_schema, decode_body, parse_header
+from lakelog.server.api.context import build
 
 
 @pytest.mark.parametrize("version", [2, 4, 5, 7])

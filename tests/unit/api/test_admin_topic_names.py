@@ -9,9 +9,9 @@ from kio.schema.create_topics.v7.request import (
     CreatableTopicConfig,
 )
 
-from lakelog.api.admin import TopicProblem, collides, plan_topic, topic_name_problem
 from lakelog.config import Settings
-from lakelog.errors import ErrorCode
+from lakelog.server.api.admin import TopicProblem, collides, plan_topic, topic_name_problem
+from lakelog.util.errors import ErrorCode
 
 
 @pytest.mark.parametrize("name", ["a", "A-b_c.d", "x" * 249, "0", "__consumer_offsets"])

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from lakelog.api.broker_configs import broker_alter_problem
-from lakelog.api.configs import ConfigSource, broker_entries
 from lakelog.config import Settings
-from lakelog.errors import ErrorCode
+from lakelog.server.api.broker_configs import broker_alter_problem
+from lakelog.server.api.configs import ConfigSource, broker_entries
+from lakelog.util.errors import ErrorCode
 
 SET, DELETE = 0, 1
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.api.configs import (
+from lakelog.config import Settings
+from lakelog.log.topic_config import ACCEPTED, VALIDATORS
+from lakelog.server.api.configs import (
     AlterOp,
     ConfigProblem,
     ConfigSource,
@@ -15,10 +17,13 @@ from lakelog.api.configs import (
     topic_defaults,
     topic_entries,
 )
-from lakelog.config import Settings
-from lakelog.dynamic_broker_configs import DYNAMIC_KEYS, DynamicConfigError, check, layered
-from lakelog.errors import ErrorCode
-from lakelog.topic_config import ACCEPTED, VALIDATORS
+from lakelog.server.cluster.dynamic_broker_configs import (
+    DYNAMIC_KEYS,
+    DynamicConfigError,
+    check,
+    layered,
+)
+from lakelog.util.errors import ErrorCode
 
 
 def test_every_known_config_is_described() -> None:

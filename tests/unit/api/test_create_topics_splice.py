@@ -11,11 +11,11 @@ import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from lakelog.api.admin import _create_failed, _created, splice_create_topics
 from lakelog.config import Settings
 from lakelog.coordinator.interface import CreateTopicRequest
-from lakelog.errors import ErrorCode
-from lakelog.protocol.frames import api_schema
+from lakelog.log.protocol.frames import api_schema
+from lakelog.server.api.admin import _create_failed, _created, splice_create_topics
+from lakelog.util.errors import ErrorCode
 
 
 @pytest.mark.parametrize("version", [5, 6, 7])

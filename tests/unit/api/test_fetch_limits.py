@@ -15,7 +15,6 @@ from typing import Any, cast
 
 import pytest
 
-from lakelog.api.fetch import _read_once, plan_partition, take_within
 from lakelog.coordinator.interface import (
     BatchCoordinate,
     FindBatchesRequest,
@@ -23,9 +22,10 @@ from lakelog.coordinator.interface import (
     TimestampType,
 )
 from lakelog.coordinator.txn_types import AbortedTxn
-from lakelog.errors import ErrorCode
-from lakelog.protocol.fetch_response import PartitionData
-from lakelog.protocol.records import base_offset_bytes, read_header
+from lakelog.log.protocol.fetch_response import PartitionData
+from lakelog.log.protocol.records import base_offset_bytes, read_header
+from lakelog.server.api.fetch import _read_once, plan_partition, take_within
+from lakelog.util.errors import ErrorCode
 from tests.support.batches import build_batch
 
 TOPIC = "t"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakelog.api.log_dirs import log_dir_name
+from lakelog.server.api.log_dirs import log_dir_name
 
 
 def test_credentials_query_and_fragment_are_dropped() -> None:

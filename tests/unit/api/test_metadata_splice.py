@@ -11,10 +11,10 @@ import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from lakelog.api.context import build
-from lakelog.api.metadata import EncodedTopics, encode_entity, splice_topics
-from lakelog.errors import ErrorCode
-from lakelog.protocol.frames import api_schema
+from lakelog.log.protocol.frames import api_schema
+from lakelog.server.api.context import build
+from lakelog.server.api.metadata import EncodedTopics, encode_entity, splice_topics
+from lakelog.util.errors import ErrorCode
 
 
 def topics(m: object, count: int) -> list[object]:

@@ -17,16 +17,16 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-import lakelog.api  # noqa: F401  (registers every handler)
-from lakelog.api.context import RequestContext
-from lakelog.api.outage import BUILDERS, PLANS, answer_outage
-from lakelog.api.raw import NoResponse
-from lakelog.api.registry import HANDLERS
+import lakelog.server.api  # noqa: F401  (registers every handler)
 from lakelog.coordinator.interface import BrokerInfo
-from lakelog.errors import ErrorCode
-from lakelog.outage import is_outage
-from lakelog.protocol.frames import api_schema, encode_response
-from lakelog.storage.store import ObjectExistsError, ObjectNotFoundError, StorageError
+from lakelog.log.protocol.frames import api_schema, encode_response
+from lakelog.log.storage.store import ObjectExistsError, ObjectNotFoundError, StorageError
+from lakelog.server.api.context import RequestContext
+from lakelog.server.api.outage import BUILDERS, PLANS, answer_outage
+from lakelog.server.api.raw import NoResponse
+from lakelog.server.api.registry import HANDLERS
+from lakelog.server.cluster.outage import is_outage
+from lakelog.util.errors import ErrorCode
 from tests.support.responses import error_codes
 
 API_VERSIONS = 18

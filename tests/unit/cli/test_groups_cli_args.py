@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from lakelog.cli_common import run_cli
-from lakelog.cli_groups import groups_app
+from lakelog.cli.common import run_cli
+from lakelog.cli.groups import groups_app
 
 UNREACHABLE = ["--bootstrap-server", "127.0.0.1:1"]
 

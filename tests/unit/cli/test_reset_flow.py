@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lakelog.admin_client import (
+from lakelog.admin.client import (
     EARLIEST,
     LATEST,
     GroupDescription,
@@ -18,9 +18,9 @@ from lakelog.admin_client import (
     PartitionDescription,
     TopicDescription,
 )
-from lakelog.cli_groups import GroupActiveError, _reset
-from lakelog.errors import ErrorCode
-from lakelog.group_offsets import ResetMode, ResetSpec
+from lakelog.admin.group_offsets import ResetMode, ResetSpec
+from lakelog.cli.groups import GroupActiveError, _reset
+from lakelog.util.errors import ErrorCode
 
 TP = tuple[str, int]
 

@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from lakelog.group_offsets import (
+from lakelog.admin.group_offsets import (
     PartitionOffsets,
     PlanError,
     ResetMode,

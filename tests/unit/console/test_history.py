@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.console.history import History
+from lakelog.cli.console.history import History
 
 
 def test_each_series_keeps_only_its_last_points() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.console.inputs import INT64_MAX, BadInput, integer, text, timestamp_ms
-from lakelog.console.reads import legal_topic_name
-from lakelog.console.records import SHOWN_BYTES, decode
+from lakelog.cli.console.inputs import INT64_MAX, BadInput, integer, text, timestamp_ms
+from lakelog.cli.console.reads import legal_topic_name
+from lakelog.cli.console.records import SHOWN_BYTES, decode
 
 
 def test_integer_bounds_and_defaults() -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from lakelog.console.connection import ClusterAccess
-from lakelog.console.history import History
-from lakelog.console.sampler import Sampler, TickTotals, gauges
+from lakelog.cli.console.connection import ClusterAccess
+from lakelog.cli.console.history import History
+from lakelog.cli.console.sampler import Sampler, TickTotals, gauges
 
 C = "lakelog_cache_hits_total"
 

@@ -14,7 +14,7 @@ from lakelog.coordinator.commit_plan import (
 from lakelog.coordinator.idempotence import ProducerBatch
 from lakelog.coordinator.interface import CommitBatch, TimestampType
 from lakelog.coordinator.ops.rows import PartitionRow
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 T1, T2 = uuid.uuid4(), uuid.uuid4()
 FILE_SIZE = 1000

@@ -12,7 +12,7 @@ from lakelog.coordinator.idempotence import (
     remember,
 )
 from lakelog.coordinator.interface import CommitBatch, TimestampType
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 TOPIC = uuid.uuid4()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lakelog.coordinator import CommitBatch, CreateTopicRequest, TimestampType, open_coordinator
 from lakelog.coordinator.sqlite.checkpoint import Checkpointer
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 def wait_until(condition: object, timeout_s: float = 10.0) -> None:

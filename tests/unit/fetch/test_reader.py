@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from lakelog.coordinator.interface import BatchCoordinate, TimestampType
-from lakelog.fetch.cache import BatchCache
-from lakelog.fetch.reader import COALESCE_GAP, BatchReader, plan_ranges
-from lakelog.storage.store import ObjectStorage
+from lakelog.log.fetch.cache import BatchCache
+from lakelog.log.fetch.reader import COALESCE_GAP, BatchReader, plan_ranges
+from lakelog.log.storage.store import ObjectStorage
 
 
 def _coord(key: str, start: int, size: int, base: int = 0) -> BatchCoordinate:

@@ -7,9 +7,9 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from lakelog.coordinator.interface import BatchCoordinate, TimestampType
 from lakelog.coordinator.txn_types import CONTROL_ABORT, CONTROL_COMMIT, NO_CONTROL
-from lakelog.fetch.cache import BatchCache
-from lakelog.fetch.reader import BatchReader
-from lakelog.storage.store import ObjectStorage
+from lakelog.log.fetch.cache import BatchCache
+from lakelog.log.fetch.reader import BatchReader
+from lakelog.log.storage.store import ObjectStorage
 
 
 def _coord(

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog.errors import ErrorCode
 from lakelog.groups.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
@@ -18,6 +17,7 @@ from lakelog.groups.consumer_group import (
     HeartbeatResult,
     TopicMeta,
 )
+from lakelog.util.errors import ErrorCode
 
 CONFIG = ConsumerGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1000)
 T = uuid.UUID(int=7)

@@ -14,11 +14,11 @@ import pytest
 from lakelog.config import Settings
 from lakelog.coordinator import BatchCoordinator, open_coordinator
 from lakelog.coordinator.interface import CreateTopicRequest
-from lakelog.errors import ErrorCode
 from lakelog.groups.consumer_group import HeartbeatRequest
 from lakelog.groups.consumer_groups import ConsumerGroups
 from lakelog.groups.group_configs import GroupConfigs
-from lakelog.topics import TopicCache
+from lakelog.server.topics import TopicCache
+from lakelog.util.errors import ErrorCode
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.errors import ErrorCode
 from lakelog.groups.group import Group, GroupConfig, GroupState, JoinRequest, JoinResult
+from lakelog.util.errors import ErrorCode
 
 CONFIG = GroupConfig(
     initial_rebalance_delay_s=0.0, min_session_timeout_ms=1000, max_session_timeout_ms=60_000

@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.coordinator.interface import GroupMemberRecord, GroupRecord
-from lakelog.errors import ErrorCode
 from lakelog.groups import consumer_protocol, mixed
 from lakelog.groups.consumer_group import (
     ConsumerGroup,
@@ -17,6 +16,7 @@ from lakelog.groups.consumer_group import (
     TopicMeta,
 )
 from lakelog.groups.group import Group, GroupConfig, JoinRequest
+from lakelog.util.errors import ErrorCode
 
 CONFIG = ConsumerGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1000)
 CLASSIC = GroupConfig(0.0, 1000, 60_000)

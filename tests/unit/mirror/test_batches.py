@@ -8,6 +8,8 @@ import crc32c
 import pytest
 
 from lakelog.coordinator.mirror_types import PID_CEILING, mirrored_producer_id
+from lakelog.log.protocol.control_batch import control_batch
+from lakelog.log.protocol.records import ATTRIBUTES_OFFSET, read_header, validate
 from lakelog.mirror.batches import (
     PoisonBatch,
     control_type,
@@ -15,8 +17,6 @@ from lakelog.mirror.batches import (
     prepare_partition,
     split_fetched,
 )
-from lakelog.protocol.control_batch import control_batch
-from lakelog.protocol.records import ATTRIBUTES_OFFSET, read_header, validate
 from tests.support.batches import build_batch
 
 TRANSACTIONAL = 0x10

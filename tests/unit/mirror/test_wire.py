@@ -9,9 +9,9 @@ import pytest
 from kio.index import load_request_schema
 from kio.serial import entity_reader
 
-from lakelog.errors import ErrorCode
+from lakelog.log.protocol.fetch_response import PartitionData, encode_fetch_response
 from lakelog.mirror.wire import FetchAsk, FetchDecodeError, decode_fetch, encode_fetch
-from lakelog.protocol.fetch_response import PartitionData, encode_fetch_response
+from lakelog.util.errors import ErrorCode
 from tests.support.batches import build_batch
 
 

@@ -10,7 +10,7 @@ import time
 
 import uvloop
 
-from lakelog.net.server import Buffers, Server, Turn
+from lakelog.server.listener import Buffers, Server, Turn
 
 FLOOD = 400
 FLOODERS = 8

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from lakelog.net.server import FIRST_CHUNK, Buffers, Connection, Server, Turn
 from lakelog.security.listener import ListenerSecurity
+from lakelog.server.listener import FIRST_CHUNK, Buffers, Connection, Server, Turn
 
 MiB = 1024 * 1024
 
@@ -123,7 +123,7 @@ async def test_a_frame_not_completed_in_time_is_closed(
     reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
     writer.write(struct.pack(">i", 100 * MiB) + b"abc")
     await writer.drain()
-    with caplog.at_level(logging.WARNING, logger="lakelog.net.server"):
+    with caplog.at_level(logging.WARNING, logger="lakelog.server.listener"):
         assert await closed(reader, within=5)
     assert "request_read_timeout_ms" in caplog.text
     assert not server.connections
@@ -165,7 +165,7 @@ async def test_connections_per_ip_are_capped(caplog: pytest.LogCaptureFixture) -
         port = port_of(server)
         first = await asyncio.open_connection("127.0.0.1", port)
         second = await asyncio.open_connection("127.0.0.1", port)
-        with caplog.at_level(logging.WARNING, logger="lakelog.net.server"):
+        with caplog.at_level(logging.WARNING, logger="lakelog.server.listener"):
             third_reader, third_writer = await asyncio.open_connection("127.0.0.1", port)
             assert await closed(third_reader, within=5)
         assert "max_connections_per_ip 2" in caplog.text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from lakelog.net.server import Buffers, Server, Turn
+from lakelog.server.listener import Buffers, Server, Turn
 
 
 async def test_retired_connection_answers_what_it_read_then_closes() -> None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import crc32c
 import pytest
 
+from lakelog.log.protocol.batch_runs import batches_in_range
+from lakelog.log.protocol.record_keys import all_records_keyed
+from lakelog.log.protocol.records import ATTRIBUTES_OFFSET, InvalidBatch, read_header
 from lakelog.pipeline.batch_writer import encode_record, rebuild_batch
 from lakelog.pipeline.records import decode_batch
-from lakelog.protocol.batch_runs import batches_in_range
-from lakelog.protocol.record_keys import all_records_keyed
-from lakelog.protocol.records import ATTRIBUTES_OFFSET, InvalidBatch, read_header
 from tests.support.batches import CODECS, build_batch
 
 RECORDS = [(b"k1", b"v1"), (b"k2", None), (b"k1", b"v1-new"), (None, b"keyless"), (b"", b"")]

@@ -7,6 +7,7 @@ import uuid
 from lakelog.config import Settings
 from lakelog.coordinator.interface import BatchCoordinate, TimestampType, TopicInfo
 from lakelog.coordinator.pipeline_types import FileBatch, FileInfo, FileReference
+from lakelog.log.storage.keys import segment_key
 from lakelog.pipeline.planning import (
     KeyState,
     ListedObject,
@@ -22,7 +23,6 @@ from lakelog.pipeline.planning import (
     plan_segments,
     retention_policies,
 )
-from lakelog.storage.keys import segment_key
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

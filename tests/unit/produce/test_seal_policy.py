@@ -8,10 +8,10 @@ import asyncio
 from typing import Any
 
 from lakelog.coordinator.interface import BatchCoordinator
-from lakelog.errors import ErrorCode
-from lakelog.produce.seal_policy import ByteRate, SealPolicy
-from lakelog.produce.wal_writer import CommittedObject
-from lakelog.storage.store import ObjectStorage
+from lakelog.log.produce.seal_policy import ByteRate, SealPolicy
+from lakelog.log.produce.wal_writer import CommittedObject
+from lakelog.log.storage.store import ObjectStorage
+from lakelog.util.errors import ErrorCode
 from tests.unit.produce.test_wal_writer import FlakyStorage, _request, _topic, _writer
 
 MiB = 1 << 20

@@ -9,11 +9,11 @@ from typing import Any
 
 from lakelog.coordinator import CreateTopicRequest, FindBatchesRequest
 from lakelog.coordinator.interface import BatchCoordinator, TimestampType
-from lakelog.errors import ErrorCode
-from lakelog.produce.wal_writer import AppendRequest, CommittedObject, WalWriter
-from lakelog.protocol.records import split_batches, validate
-from lakelog.storage.store import ObjectStorage
-from lakelog.storage.wal import read_footer
+from lakelog.log.produce.wal_writer import AppendRequest, CommittedObject, WalWriter
+from lakelog.log.protocol.records import split_batches, validate
+from lakelog.log.storage.store import ObjectStorage
+from lakelog.log.storage.wal import read_footer
+from lakelog.util.errors import ErrorCode
 from tests.support.batches import build_batch
 
 

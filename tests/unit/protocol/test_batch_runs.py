@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakelog.protocol.batch_runs import (
+from lakelog.log.protocol.batch_runs import (
     batches_in_range,
     is_one_batch,
     last_offset_delta,
     run_batches,
 )
-from lakelog.protocol.records import InvalidBatch
+from lakelog.log.protocol.records import InvalidBatch
 from tests.support.batches import build_batch
 
 

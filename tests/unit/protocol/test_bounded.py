@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from lakelog.protocol.bounded import OutOfBounds, check_body
-from lakelog.protocol.frames import MalformedRequest, api_schema, decode_body, parse_header
+from lakelog.log.protocol.bounded import OutOfBounds, check_body
+from lakelog.log.protocol.frames import MalformedRequest, api_schema, decode_body, parse_header
 from tests.support.request_samples import encode, frame, handled_versions, sample, sample_body
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -268,7 +268,7 @@ async def test_admin_client_refuses_a_response_with_a_huge_length() -> None:
     reads kio responses from another broker: a huge length is a ConnectionError there."""
     from kio.schema.metadata.v12.request import MetadataRequest
 
-    from lakelog.admin_client import AdminClient
+    from lakelog.admin.client import AdminClient
 
     reader = asyncio.StreamReader()
     data = HOSTILE_METADATA_V12_RESPONSE
@@ -335,8 +335,8 @@ def test_a_panic_in_kio_is_a_malformed_request(
 def test_requests_captured_from_real_clients_pass_the_guard() -> None:
     """No false rejects on what kafka-python, confluent-kafka and aiokafka actually send
     (the fuzz corpus, when present)."""
-    import lakelog.api  # noqa: F401  (fills the handler table)
-    from lakelog.api.registry import HANDLERS
+    import lakelog.server.api  # noqa: F401  (fills the handler table)
+    from lakelog.server.api.registry import HANDLERS
 
     files = sorted((ROOT / "tests" / "fuzz" / "corpus").glob("*/*.bin"))
     if not files:

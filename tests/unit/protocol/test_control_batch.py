@@ -7,13 +7,13 @@ import pytest
 from kafka.record.default_records import ControlRecord, DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
-from lakelog.protocol.control_batch import (
+from lakelog.log.protocol.control_batch import (
     CONTROL_ABORT,
     CONTROL_BATCH_SIZE,
     CONTROL_COMMIT,
     control_batch,
 )
-from lakelog.protocol.records import read_header, split_batches, validate
+from lakelog.log.protocol.records import read_header, split_batches, validate
 
 
 @pytest.mark.parametrize("control_type", [CONTROL_ABORT, CONTROL_COMMIT])

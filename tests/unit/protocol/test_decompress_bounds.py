@@ -10,8 +10,8 @@ import struct
 import cramjam
 import pytest
 
-from lakelog.protocol.record_keys import keyless_record_indexes
-from lakelog.protocol.record_reader import (
+from lakelog.log.protocol.record_keys import keyless_record_indexes
+from lakelog.log.protocol.record_reader import (
     GZIP,
     LZ4,
     MAX_DECOMPRESSED_BYTES,
@@ -20,7 +20,7 @@ from lakelog.protocol.record_reader import (
     DecompressedTooLarge,
     decompress,
 )
-from lakelog.protocol.records import InvalidBatch
+from lakelog.log.protocol.records import InvalidBatch
 from tests.support.batches import build_batch
 
 CODECS = {

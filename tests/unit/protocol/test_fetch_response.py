@@ -6,7 +6,7 @@ import pytest
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from lakelog.protocol.fetch_response import PartitionData, encode_fetch_response
+from lakelog.log.protocol.fetch_response import PartitionData, encode_fetch_response
 from tests.support.batches import build_batch
 
 

@@ -4,7 +4,7 @@ import pytest
 from kio.index import load_request_schema
 from kio.serial import entity_writer
 
-from lakelog.protocol.frames import MalformedRequest, api_schema, decode_body, parse_header
+from lakelog.log.protocol.frames import MalformedRequest, api_schema, decode_body, parse_header
 
 
 def _frame(api_key: int, version: int, body_obj: object, client_id: str = "c") -> memoryview:

@@ -9,9 +9,9 @@ import pytest
 from kio.index import load_response_schema
 from kio.serial.errors import OutOfBoundValue
 
-from lakelog.errors import ErrorCode
-from lakelog.protocol.frames import api_schema, encode_response
-from lakelog.protocol.legacy_strings import LEGACY_STRING_MAX_BYTES, clip_strings
+from lakelog.log.protocol.frames import api_schema, encode_response
+from lakelog.log.protocol.legacy_strings import LEGACY_STRING_MAX_BYTES, clip_strings
+from lakelog.util.errors import ErrorCode
 
 
 def create_topics_v2(message: str) -> object:

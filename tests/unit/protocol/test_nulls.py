@@ -8,12 +8,12 @@ import pytest
 from kio.index import load_request_schema
 from kio.serial import entity_reader
 
-import lakelog.api  # noqa: F401  (registers the handlers)
-from lakelog.api.outage import build_error_response
-from lakelog.api.registry import HANDLERS
-from lakelog.errors import ErrorCode
-from lakelog.protocol.frames import api_schema, encode_response
-from lakelog.protocol.nulls import wrong_null
+import lakelog.server.api  # noqa: F401  (registers the handlers)
+from lakelog.log.protocol.frames import api_schema, encode_response
+from lakelog.log.protocol.nulls import wrong_null
+from lakelog.server.api.outage import build_error_response
+from lakelog.server.api.registry import HANDLERS
+from lakelog.util.errors import ErrorCode
 
 
 def read(api_key: int, version: int, payload: bytes) -> object:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.protocol.record_keys import all_records_keyed, keyless_record_indexes
-from lakelog.protocol.records import InvalidBatch
+from lakelog.log.protocol.record_keys import all_records_keyed, keyless_record_indexes
+from lakelog.log.protocol.records import InvalidBatch
 from tests.support.batches import CODECS, build_batch
 
 

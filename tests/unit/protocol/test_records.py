@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakelog.protocol.record_reader import first_offset_at_or_after, record_positions
-from lakelog.protocol.records import (
+from lakelog.log.protocol.record_reader import first_offset_at_or_after, record_positions
+from lakelog.log.protocol.records import (
     InvalidBatch,
     base_offset_bytes,
     read_header,

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_writer
 
-from lakelog.protocol.sliced import SLICE_ITEMS, has_long_array, write_sliced
+from lakelog.log.protocol.sliced import SLICE_ITEMS, has_long_array, write_sliced
 
 RESPONSES = [
     "describe_groups.v0",

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakelog.protocol.varint import (
+from lakelog.log.protocol.varint import (
     VarintError,
     read_uvarint,
     read_varint,

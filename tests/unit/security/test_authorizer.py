@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lakelog.api.authz import peer_host
 from lakelog.config import Settings
 from lakelog.coordinator import open_coordinator
 from lakelog.security.acl import (
@@ -19,6 +18,7 @@ from lakelog.security.acl import (
     all_operations,
 )
 from lakelog.security.authorizer import Authorizer
+from lakelog.server.api.authz import peer_host
 
 READ_ORDERS = AclBinding(
     ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*", Operation.READ,

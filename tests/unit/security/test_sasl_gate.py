@@ -12,15 +12,15 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from lakelog.admin_client import encode_request
+from lakelog.admin.client import encode_request
 from lakelog.config import Settings
-from lakelog.errors import ErrorCode
-from lakelog.net.sasl import SaslRejected, SaslSession
-from lakelog.protocol.varint import skip_tagged_fields
+from lakelog.log.protocol.varint import skip_tagged_fields
 from lakelog.security.client_config import ClientSecurity
 from lakelog.security.credentials import LoginCredentials
 from lakelog.security.listener import ListenerConfigError, ListenerSecurity
 from lakelog.security.sasl_client import SaslFailed, authenticate
+from lakelog.server.sasl import SaslRejected, SaslSession
+from lakelog.util.errors import ErrorCode
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from lakelog.broker import Broker
 from lakelog.config import Settings
-from lakelog.share.groups import Heartbeat
+from lakelog.groups.share.groups import Heartbeat
+from lakelog.server.broker import Broker
 
 
 async def test_concurrent_joins_of_one_share_group(tmp_path: Path) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from lakelog.errors import ErrorCode
-from lakelog.share.groups import Heartbeat, ShareGroups
-from lakelog.share.sessions import ShareSessions
+from lakelog.groups.share.groups import Heartbeat, ShareGroups
+from lakelog.groups.share.sessions import ShareSessions
+from lakelog.util.errors import ErrorCode
 
 T = uuid.UUID(int=7)
 

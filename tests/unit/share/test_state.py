@@ -10,8 +10,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from lakelog.errors import ErrorCode
-from lakelog.share.state import (
+from lakelog.groups.share.state import (
     ACCEPT,
     ACQUIRED,
     ARCHIVED,
@@ -23,6 +22,7 @@ from lakelog.share.state import (
     Limits,
     SharePartitionState,
 )
+from lakelog.util.errors import ErrorCode
 
 LIMITS = Limits(lock_ms=100, delivery_limit=3, max_locks=12)
 MEMBERS = ("a", "b", "c")

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from lakelog.storage.store import ObjectStorage
+from lakelog.log.storage.store import ObjectStorage
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, make_bucket
 
 

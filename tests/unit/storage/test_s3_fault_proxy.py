@@ -26,8 +26,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from obstore.exceptions import AlreadyExistsError
 
-from lakelog import metrics
-from lakelog.storage.store import ObjectStorage, StorageError
+from lakelog.log.storage.store import ObjectStorage, StorageError
+from lakelog.util import metrics
 from tests.support import s3_fault_proxy as fp
 from tests.support.s3 import ACCESS_KEY, REGION, SECRET_KEY, s3_client
 from tests.support.s3_fault_proxy import S3FaultProxy

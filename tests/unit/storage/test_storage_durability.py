@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lakelog import metrics
-from lakelog.storage.store import ObjectExistsError, ObjectStorage, StorageError
+from lakelog.log.storage.store import ObjectExistsError, ObjectStorage, StorageError
+from lakelog.util import metrics
 
 
 def _recovered() -> float:
@@ -50,7 +50,7 @@ async def test_same_key_same_bytes_is_a_success(
     parts = [b"first part, ", bytearray(b"second part"), memoryview(b"..end")[1:]]
     await storage.put("wal/k", parts)
     before = _recovered()
-    with caplog.at_level(logging.INFO, logger="lakelog.storage.store"):
+    with caplog.at_level(logging.INFO, logger="lakelog.log.storage.store"):
         await storage.put("wal/k", parts)  # what obstore's retry sends after a lost answer
     assert _recovered() == before + 1
     assert any(

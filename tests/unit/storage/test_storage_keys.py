@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from lakelog.storage import uuid7 as uuid7_module
-from lakelog.storage.keys import (
+from lakelog.log.storage import uuid7 as uuid7_module
+from lakelog.log.storage.keys import (
     InvalidKeyError,
     KeyKind,
     key_kind,
@@ -19,7 +19,7 @@ from lakelog.storage.keys import (
     segment_key,
     segment_prefix,
 )
-from lakelog.storage.uuid7 import uuid7, uuid7_time_ms
+from lakelog.log.storage.uuid7 import uuid7, uuid7_time_ms
 
 
 def test_uuid7_fields() -> None:

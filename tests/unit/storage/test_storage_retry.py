@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from lakelog import metrics
-from lakelog.storage.store import ObjectStorage, StorageError
+from lakelog.log.storage.store import ObjectStorage, StorageError
+from lakelog.util import metrics
 
 pytestmark = pytest.mark.s3
 

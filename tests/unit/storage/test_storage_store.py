@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from lakelog import metrics
-from lakelog.storage.keys import new_wal_key
-from lakelog.storage.store import (
+from lakelog.log.storage.keys import new_wal_key
+from lakelog.log.storage.store import (
     ObjectExistsError,
     ObjectNotFoundError,
     ObjectStorage,
     StorageError,
 )
-from lakelog.storage.wal import build_wal, read_footer_from_store
+from lakelog.log.storage.wal import build_wal, read_footer_from_store
+from lakelog.util import metrics
 
 
 def _sample(name: str, op: str) -> float:

@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog import metrics
-from lakelog.storage.store import ObjectStorage
-from lakelog.storage.wal import (
+from lakelog.log.storage.store import ObjectStorage
+from lakelog.log.storage.wal import (
     ENTRY_SIZE,
     TRAILER_SIZE,
     WalEntry,
@@ -21,6 +20,7 @@ from lakelog.storage.wal import (
     read_footer,
     read_footer_from_store,
 )
+from lakelog.util import metrics
 
 TOPICS = [uuid.UUID(int=n * 0x1_0000_0000_0000_0001) for n in (3, 1, 2)]
 

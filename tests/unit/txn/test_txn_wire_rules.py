@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 
 from lakelog.coordinator.txn_types import TransactionInfo, TxnState
-from lakelog.errors import ErrorCode
 from lakelog.groups.group import Group, GroupConfig, Member
-from lakelog.txn.group_check import check_txn_commit
-from lakelog.txn.listing import InvalidPattern, make_filter, matches, unknown_states
-from lakelog.txn.wire_errors import (
+from lakelog.server.txn.group_check import check_txn_commit
+from lakelog.server.txn.listing import InvalidPattern, make_filter, matches, unknown_states
+from lakelog.server.txn.wire_errors import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
     END_TXN,
@@ -19,6 +18,7 @@ from lakelog.txn.wire_errors import (
     TXN_OFFSET_COMMIT,
     for_version,
 )
+from lakelog.util.errors import ErrorCode
 
 FENCED, OLD_EPOCH = ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch
 

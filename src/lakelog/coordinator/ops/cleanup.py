@@ -16,7 +16,7 @@ from lakelog.coordinator.interface import (
 )
 from lakelog.coordinator.ops.release import FreedBytes, drop_batches_below
 from lakelog.coordinator.ops.rows import BATCH_TIMESTAMP_SQL, PartitionRow, find_partitions, now_ms
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 RETENTION_PAGE = 512
 """Leading batches read per query while looking for the new log start."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from lakelog.coordinator.engine import Session
 from lakelog.coordinator.interface import BrokerInfo
 from lakelog.coordinator.ops.rows import now_ms
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 async def allocate_producer_id(s: Session) -> int:

@@ -20,7 +20,7 @@ from lakelog.coordinator.interface import (
     GroupRecord,
     OffsetCommit,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 EMPTY = "Empty"
 """Kafka's name for a group without members: its offsets may expire."""

@@ -32,7 +32,7 @@ from lakelog.coordinator.pipeline_types import (
     MergeCommit,
     MergeCommitResult,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 _OBJECT_KEYS = (("object_key", "text"),)
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from lakelog.coordinator.engine import Session
 from lakelog.coordinator.mirror_rows import MIRROR_COLUMNS, definition_row, merge_lists
 from lakelog.coordinator.mirror_types import MirrorDefinition, MirrorResult
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 def _missing(name: str) -> MirrorResult:

@@ -32,7 +32,7 @@ from lakelog.coordinator.ops.rows import (
     now_ms,
     time_marks,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 _IS_TRANSACTIONAL = MIRROR_BATCH_COLUMNS.index("is_transactional")
 

@@ -20,7 +20,7 @@ from lakelog.coordinator.ops.mirror_partitions import (
     select_partitions,
 )
 from lakelog.coordinator.ops.release import FreedBytes
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 
 async def stop_mirror_topics(

@@ -26,7 +26,7 @@ from lakelog.coordinator.mirror_rows import (
 )
 from lakelog.coordinator.mirror_types import MirrorPartition, MirrorPartitionUpdate, MirrorResult
 from lakelog.coordinator.ops.rows import PartitionRow, find_partitions
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 RowKey = tuple[int, int]
 """A partition by topic row id and partition number."""

@@ -40,7 +40,7 @@ from lakelog.coordinator.ops.rows import (
     time_marks,
 )
 from lakelog.coordinator.ops.txn import load_ongoing, record_first_offsets
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 ROWS_PER_INSERT = 100
 """Batches planned per slice; each slice's finished rows go out in one INSERT."""

@@ -36,7 +36,7 @@ from lakelog.coordinator.ops.rows import (
     fetch_weight,
 )
 from lakelog.coordinator.txn_types import AbortedTxn
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 EARLIEST_LOCAL_TIMESTAMP = -4
 """KIP-405's "earliest local offset": with no tiered storage, the log start."""

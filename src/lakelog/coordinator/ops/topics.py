@@ -23,7 +23,7 @@ from lakelog.coordinator.interface import (
 from lakelog.coordinator.ops.release import FreedBytes, drop_topic
 from lakelog.coordinator.ops.rows import lock_topic_partitions, now_ms
 from lakelog.coordinator.topic_rules import already_exists, invalid_create, not_more_partitions
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 _TOPIC_COLUMNS = "topic_uuid, name, num_partitions, replication_factor, configs"
 

@@ -31,7 +31,7 @@ from lakelog.coordinator.txn_types import (
     TxnRef,
     TxnState,
 )
-from lakelog.errors import ErrorCode
+from lakelog.util.errors import ErrorCode
 
 _MARKERS = (("topic_id", "bigint"), ("partition", "int"), ("off", "bigint"), ("high", "bigint"))
 """A marker per partition: where it goes, its offset and its timestamp."""

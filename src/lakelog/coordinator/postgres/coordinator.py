@@ -23,8 +23,8 @@ from lakelog.coordinator.postgres import migrate
 from lakelog.coordinator.postgres.engine import Conn, PostgresSession
 from lakelog.coordinator.postgres.listener import ChangeListener, current_schema
 from lakelog.coordinator.postgres.transaction import Transactions
-from lakelog.errors import ErrorCode
-from lakelog.metrics import coordinator_latency_seconds
+from lakelog.util.errors import ErrorCode
+from lakelog.util.metrics import coordinator_latency_seconds
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ POOL_MAX_SIZE = 8
 POOL_TIMEOUT_S = 5.0
 """Longest wait for a pooled connection. During a database outage every request waits
 this long before it fails (and is answered with a retriable error, see
-`lakelog.api.outage`): well under clients' request timeout (30 s in librdkafka, Java and
+`lakelog.server.api.outage`): well under clients' request timeout (30 s in librdkafka, Java and
 kafka-python), and short enough for a request that needs two or three calls."""
 POOL_OPEN_TIMEOUT_S = 30.0
 """Start-up: the first connections may take a while (a database still starting)."""

@@ -25,7 +25,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from lakelog.coordinator.postgres.engine import Conn
 from lakelog.coordinator.postgres.listener import notify
-from lakelog.metrics import coordinator_latency_seconds
+from lakelog.util.metrics import coordinator_latency_seconds
 
 T = TypeVar("T")
 

@@ -23,8 +23,8 @@ from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.ops import cluster
 from lakelog.coordinator.sqlite.checkpoint import BACKSTOP_PAGES, Checkpointer
 from lakelog.coordinator.sqlite.engine import SqliteSession
-from lakelog.errors import ErrorCode
-from lakelog.metrics import coordinator_latency_seconds
+from lakelog.util.errors import ErrorCode
+from lakelog.util.metrics import coordinator_latency_seconds
 
 T = TypeVar("T")
 

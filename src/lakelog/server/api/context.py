@@ -1,0 +1,49 @@
+"""What a handler knows about the request it serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
+
+from lakelog.security.principal import ANONYMOUS
+
+if TYPE_CHECKING:
+    from lakelog.server.broker import Broker
+    from lakelog.server.listener import Turn
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    broker: Broker
+    peer: str = ""
+    turn: Turn | None = None
+    """The request's place in its connection's order (see `net.server.Turn`)."""
+    broker_epoch: int | None = None
+    """The broker's epoch when the request was read (None: not from a connection)."""
+    principal: str = ANONYMOUS
+    """Who sent it, as Kafka names principals (`User:alice`); ANONYMOUS before or without
+    login (PLAINTEXT listeners)."""
+
+    def pass_turn(self) -> None:
+        """This request's effect is fixed: the connection's next request may act."""
+        if self.turn is not None:
+            self.turn.release()
+
+    @property
+    def schema(self) -> ModuleType:
+        """The kio response module for this API version (holds the nested classes)."""
+        return load_payload_module(self.api_key, self.api_version, EntityType.response)
+
+
+def build(cls: type, **fields: Any) -> Any:
+    """Instantiate a kio dataclass with only the fields its version has."""
+    names = cls.__dataclass_fields__
+    return cls(**{k: v for k, v in fields.items() if k in names})
