@@ -78,7 +78,7 @@ async def test_change_token(open_instance: OpenInstance) -> None:
 async def test_fencing_a_silent_broker_rejects_its_commits_and_heartbeats(
     coordinator: BatchCoordinator,
 ) -> None:
-    from lakelog.coordinator.interface import CommitBatch, TimestampType
+    from lakelog.coordinator.log_types import CommitBatch, TimestampType
 
     topic_id = await new_topic(coordinator, 1)
     epoch = await coordinator.register_broker(7, "z1", "127.0.0.1", 9999)

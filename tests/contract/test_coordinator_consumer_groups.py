@@ -9,7 +9,7 @@ import json
 from contract_support import OpenInstance
 
 from lakelog.coordinator import BatchCoordinator
-from lakelog.coordinator.interface import ConsumerGroupRecord, OffsetCommit
+from lakelog.coordinator.group_types import ConsumerGroupRecord, OffsetCommit
 from lakelog.util.errors import ErrorCode
 
 DOCUMENT = json.dumps({"members": [{"member_id": "m\u00e9\u0000x", "epoch": 3}], "n": [1, 2]})

@@ -8,7 +8,7 @@ import asyncio
 from contract_support import OpenInstance
 
 from lakelog.coordinator import BatchCoordinator
-from lakelog.coordinator.interface import OffsetCommit
+from lakelog.coordinator.group_types import OffsetCommit
 
 
 async def test_set_delete_and_load(coordinator: BatchCoordinator) -> None:

@@ -7,7 +7,7 @@ import dataclasses
 from contract_support import OpenInstance
 
 from lakelog.coordinator import BatchCoordinator
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.group_types import (
     CommittedOffset,
     GroupMemberRecord,
     GroupRecord,
@@ -197,7 +197,8 @@ async def test_instances_share_groups(open_instance: OpenInstance) -> None:
 async def test_deleting_a_topic_deletes_its_committed_offsets(
     coordinator: BatchCoordinator,
 ) -> None:
-    from lakelog.coordinator.interface import CreateTopicRequest, OffsetCommit
+    from lakelog.coordinator.group_types import OffsetCommit
+    from lakelog.coordinator.topic_types import CreateTopicRequest
 
     await coordinator.create_topics([CreateTopicRequest("doomed", 1, 1)])
     await coordinator.commit_offsets(

@@ -17,7 +17,7 @@ from lakelog.coordinator import (
     FindBatchesRequest,
     PartitionKey,
 )
-from lakelog.coordinator.interface import OffsetCommit
+from lakelog.coordinator.group_types import OffsetCommit
 from lakelog.coordinator.mirror_types import (
     READ_ONLY_ERROR,
     MirrorBatch,

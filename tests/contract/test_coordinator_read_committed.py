@@ -18,7 +18,7 @@ from lakelog.coordinator import (
     PartitionKey,
     RetentionPolicy,
 )
-from lakelog.coordinator.interface import LATEST_TIMESTAMP, MAX_TIMESTAMP
+from lakelog.coordinator.log_types import LATEST_TIMESTAMP, MAX_TIMESTAMP
 from lakelog.coordinator.txn_types import (
     CONTROL_ABORT,
     CONTROL_COMMIT,

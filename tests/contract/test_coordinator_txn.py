@@ -8,7 +8,7 @@ from uuid import UUID
 from contract_support import batch, commit, log_info, new_topic
 
 from lakelog.coordinator import BatchCoordinator, CommitBatch, PartitionKey
-from lakelog.coordinator.interface import OffsetCommit
+from lakelog.coordinator.group_types import OffsetCommit
 from lakelog.coordinator.txn_types import (
     InitTxnProducerRequest,
     TxnOffsetCommitRequest,

@@ -47,7 +47,7 @@ from security_support import (
 )
 
 from lakelog.admin.client import AdminClient as LakelogAdmin
-from lakelog.admin.client import KafkaError as LakelogError
+from lakelog.admin.wire import KafkaError as LakelogError
 from lakelog.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission
 from lakelog.security.acl import ResourceType as Rt
 from lakelog.security.client_config import ClientSecurity

@@ -19,8 +19,9 @@ from e2e_harness import BrokerProcess, create_topic, kafka_admin, now_ms, wait_u
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from lakelog.admin import client as admin_client
-from lakelog.admin.client import EARLIEST, LATEST, AdminClient
+from lakelog.admin import wire as admin_wire
+from lakelog.admin.client import AdminClient
+from lakelog.admin.wire import EARLIEST, LATEST
 from lakelog.util.errors import ErrorCode
 
 PARTITIONS = 3
@@ -425,13 +426,13 @@ def test_delete(shared_broker: BrokerProcess, topic: str, group_id: str) -> None
 
 
 OLDEST = {
-    admin_client.FIND_COORDINATOR: (0, 3),
-    admin_client.LIST_GROUPS: (0, 3),
-    admin_client.DESCRIBE_GROUPS: (0, 0),
-    admin_client.OFFSET_FETCH: (2, 7),
-    admin_client.OFFSET_COMMIT: (2, 2),
-    admin_client.DELETE_GROUPS: (0, 0),
-    admin_client.LIST_OFFSETS: (1, 1),
+    admin_wire.FIND_COORDINATOR: (0, 3),
+    admin_wire.LIST_GROUPS: (0, 3),
+    admin_wire.DESCRIBE_GROUPS: (0, 0),
+    admin_wire.OFFSET_FETCH: (2, 7),
+    admin_wire.OFFSET_COMMIT: (2, 2),
+    admin_wire.DELETE_GROUPS: (0, 0),
+    admin_wire.LIST_OFFSETS: (1, 1),
 }
 
 
@@ -447,7 +448,7 @@ async def test_admin_client_at_every_version_family(
     without a states filter, OffsetFetch < 8) give the same answers as the newest."""
     if versions == "oldest":
         for key, span in OLDEST.items():
-            monkeypatch.setitem(admin_client.CLIENT_VERSIONS, key, span)
+            monkeypatch.setitem(admin_wire.CLIENT_VERSIONS, key, span)
     async with await AdminClient.connect(shared_broker.bootstrap) as client:
         node = await client.find_coordinator(group_id)
         assert node.port == shared_broker.port

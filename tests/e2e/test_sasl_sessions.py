@@ -20,7 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from security_support import USERS, SecureFactory, secure_broker
 
-from lakelog.admin.client import encode_request
+from lakelog.admin.wire import encode_request
 from lakelog.log.protocol.varint import skip_tagged_fields
 from lakelog.mirror.connection import SourceConnection
 from lakelog.security.client_config import ClientSecurity

@@ -30,7 +30,7 @@ from kafka.admin import KafkaAdminClient
 from security_support import USERS, SecureFactory, secure_broker, write_users
 
 from lakelog.admin.client import AdminClient as LakelogAdmin
-from lakelog.admin.client import KafkaError as LakelogError
+from lakelog.admin.wire import KafkaError as LakelogError
 from lakelog.security.client_config import ClientSecurity
 from lakelog.util.errors import ErrorCode
 

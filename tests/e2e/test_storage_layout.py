@@ -72,7 +72,7 @@ def produce(bootstrap: str, topic: str, count: int, codec: str, start: int) -> l
 
 async def _inspect(coordinator_url: str, topic: str) -> tuple[Any, dict[int, Any], list[str]]:
     from lakelog.coordinator import open_coordinator
-    from lakelog.coordinator.interface import FindBatchesRequest
+    from lakelog.coordinator.log_types import FindBatchesRequest
 
     coordinator = open_coordinator(coordinator_url)
     await coordinator.start()

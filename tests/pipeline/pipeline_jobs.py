@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from lakelog.config import Settings
 from lakelog.coordinator import BatchCoordinator, FindBatchesRequest, PartitionKey, open_coordinator
-from lakelog.coordinator.interface import BatchCoordinate
+from lakelog.coordinator.log_types import BatchCoordinate
 from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.context import JobContext
 from lakelog.pipeline.progress import JobSummary

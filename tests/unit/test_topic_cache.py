@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lakelog.coordinator import BatchCoordinator, open_coordinator
-from lakelog.coordinator.interface import CreateTopicRequest
+from lakelog.coordinator.topic_types import CreateTopicRequest
 from lakelog.server.topics import TopicCache
 
 

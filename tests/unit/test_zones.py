@@ -2,7 +2,7 @@ import asyncio
 import socket
 from uuid import uuid4
 
-from lakelog.coordinator.interface import BrokerInfo
+from lakelog.coordinator.topic_types import BrokerInfo
 from lakelog.server.broker import _connect_refused
 from lakelog.server.cluster.zones import client_zone, partition_broker, suspected, zone_brokers
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from lakelog.admin.client import GroupDescription, TopicPartition
+from lakelog.admin.results import GroupDescription, TopicPartition
 
 INACTIVE_STATES = frozenset({"empty", "dead"})
 """Group states in which offsets may be reset: no member could overwrite them."""

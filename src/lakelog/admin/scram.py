@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from lakelog.admin.client import AdminClient, KafkaError
+from lakelog.admin.client import AdminClient
 from lakelog.admin.tools import call
+from lakelog.admin.wire import KafkaError
 from lakelog.security.scram import DEFAULT_ITERATIONS, HASHES, salted_password
 from lakelog.util.errors import ErrorCode
 

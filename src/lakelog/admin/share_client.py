@@ -8,13 +8,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from lakelog.admin.client import (
-    COORDINATOR_RETRIABLE,
-    AdminClient,
-    KafkaError,
-    Node,
-    TopicPartition,
-)
+from lakelog.admin.client import AdminClient
+from lakelog.admin.groups import COORDINATOR_RETRIABLE
+from lakelog.admin.results import Node, TopicPartition
+from lakelog.admin.wire import KafkaError
 from lakelog.util.errors import ErrorCode
 
 SHARE_GROUP_DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 77, 90, 91, 92

@@ -18,15 +18,14 @@ from typing import Any
 
 from kio.static.constants import EntityType
 
-from lakelog.admin.client import (
+from lakelog.admin.client import AdminClient
+from lakelog.admin.results import Node, TopicPartition
+from lakelog.admin.wire import (
     BROKER_RESOURCE,
     DESCRIBE_CONFIGS,
     FIND_COORDINATOR,
     TOPIC_RESOURCE,
-    AdminClient,
     KafkaError,
-    Node,
-    TopicPartition,
     _module,
     encode_request,
 )

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from lakelog.admin.client import AdminClient, KafkaError
+from lakelog.admin.client import AdminClient
+from lakelog.admin.wire import KafkaError
 from lakelog.cli.common import (
     BootstrapOption,
     CommandConfigOption,

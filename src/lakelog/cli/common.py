@@ -157,7 +157,7 @@ def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
 
 def run_async(bootstrap: str, main: Callable[[], Awaitable[T]]) -> T:
     """Run `main` and turn Kafka errors and unreachable brokers into `UserError`."""
-    from lakelog.admin.client import KafkaError
+    from lakelog.admin.wire import KafkaError
 
     try:
         return asyncio.run(_as_coroutine(main))

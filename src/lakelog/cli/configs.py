@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from lakelog.admin.client import AdminClient, KafkaError
+from lakelog.admin.client import AdminClient
 from lakelog.admin.scram import alter_scram_users, describe_scram_users, parse_scram_config
 from lakelog.admin.tools import (
     CONFIG_SOURCES,
@@ -16,6 +16,7 @@ from lakelog.admin.tools import (
     alter_configs,
     describe_configs,
 )
+from lakelog.admin.wire import KafkaError
 from lakelog.cli.common import (
     BootstrapOption,
     CommandConfigOption,

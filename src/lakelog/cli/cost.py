@@ -16,7 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
-from lakelog.admin.client import AdminClient, KafkaError
+from lakelog.admin.client import AdminClient
+from lakelog.admin.wire import KafkaError
 from lakelog.cli import cost_model as cost
 from lakelog.cli.common import (
     BootstrapOption,

@@ -10,15 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from lakelog.admin.client import (
-    EARLIEST,
-    LATEST,
-    AdminClient,
-    GroupDescription,
-    KafkaError,
-    ListedGroup,
-    TopicPartition,
-)
+from lakelog.admin.client import AdminClient
 from lakelog.admin.group_offsets import (
     INACTIVE_STATES,
     KNOWN_STATES,
@@ -35,6 +27,8 @@ from lakelog.admin.group_offsets import (
     plan_reset,
     select_partitions,
 )
+from lakelog.admin.results import GroupDescription, ListedGroup, TopicPartition
+from lakelog.admin.wire import EARLIEST, LATEST, KafkaError
 from lakelog.cli.common import (
     BootstrapOption,
     CommandConfigOption,

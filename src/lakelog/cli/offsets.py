@@ -10,8 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from lakelog.admin.client import EARLIEST, LATEST, AdminClient, KafkaError, TopicPartition
+from lakelog.admin.client import AdminClient
+from lakelog.admin.results import TopicPartition
 from lakelog.admin.tools import delete_records
+from lakelog.admin.wire import EARLIEST, LATEST, KafkaError
 from lakelog.cli.common import (
     BootstrapOption,
     CommandConfigOption,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from lakelog.admin.client import EARLIEST, LATEST, AdminClient, KafkaError
+from lakelog.admin.client import AdminClient
 from lakelog.admin.group_offsets import PlanError, parse_datetime
 from lakelog.admin.share_client import (
     alter_share_offsets,
@@ -17,6 +17,7 @@ from lakelog.admin.share_client import (
     describe_share_group,
     share_offsets,
 )
+from lakelog.admin.wire import EARLIEST, LATEST, KafkaError
 from lakelog.cli.common import (
     BootstrapOption,
     UserError,

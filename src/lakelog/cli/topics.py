@@ -9,13 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from lakelog.admin.client import (
-    DESCRIBE_CONFIGS,
-    TOPIC_RESOURCE,
-    AdminClient,
-    KafkaError,
-    TopicDescription,
-)
+from lakelog.admin.client import AdminClient
+from lakelog.admin.results import TopicDescription
+from lakelog.admin.wire import DESCRIBE_CONFIGS, TOPIC_RESOURCE, KafkaError
 from lakelog.cli.common import (
     BootstrapOption,
     CommandConfigOption,

@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from lakelog.admin.client import AdminClient, TopicPartition
+from lakelog.admin.client import AdminClient
+from lakelog.admin.results import TopicPartition
 from lakelog.admin.tools import (
     ListedTransaction,
     ProducerState,

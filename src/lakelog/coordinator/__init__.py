@@ -5,25 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.coordinator.log_types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
-    AlterTopicConfigsRequest,
     BatchCoordinate,
-    BatchCoordinator,
-    BrokerInfo,
     CommitBatch,
     CommitBatchResult,
-    CreatePartitionsRequest,
-    CreateTopicRequest,
-    CreateTopicResult,
     DeleteRecordsRequest,
     DeleteRecordsResult,
-    DeleteTopicResult,
     FileToDelete,
     FindBatchesRequest,
     FindBatchesResult,
@@ -34,6 +28,14 @@ from lakelog.coordinator.interface import (
     RetentionPolicy,
     RetentionResult,
     TimestampType,
+)
+from lakelog.coordinator.topic_types import (
+    AlterTopicConfigsRequest,
+    BrokerInfo,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    CreateTopicResult,
+    DeleteTopicResult,
     TopicInfo,
     TopicResult,
 )

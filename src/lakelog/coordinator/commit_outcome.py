@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
+from lakelog.coordinator.log_types import CommitBatch, CommitBatchResult
 from lakelog.util.errors import ErrorCode
 
 

@@ -22,7 +22,7 @@ from uuid import UUID
 
 from lakelog.coordinator import idempotence
 from lakelog.coordinator.idempotence import SEQUENCE_MODULUS, ProducerBatch
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.log_types import (
     NO_TIMESTAMP,
     CommitBatch,
     CommitBatchResult,

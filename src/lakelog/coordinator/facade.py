@@ -13,33 +13,27 @@ from uuid import UUID
 
 from lakelog.coordinator.commit_outcome import CommitOutcome
 from lakelog.coordinator.engine import Op
-from lakelog.coordinator.interface import (
-    AlterTopicConfigsRequest,
-    BatchCoordinator,
-    BrokerInfo,
-    CommitBatch,
-    CommitBatchResult,
+from lakelog.coordinator.group_types import (
     CommittedOffset,
     ConsumerGroupRecord,
-    CreatePartitionsRequest,
-    CreateTopicRequest,
-    CreateTopicResult,
+    GroupRecord,
+    OffsetCommit,
+)
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.coordinator.log_types import (
+    CommitBatch,
+    CommitBatchResult,
     DeleteRecordsRequest,
     DeleteRecordsResult,
-    DeleteTopicResult,
     FileToDelete,
     FindBatchesRequest,
     FindBatchesResult,
-    GroupRecord,
     ListOffsetsRequest,
     ListOffsetsResult,
     LogInfo,
-    OffsetCommit,
     PartitionKey,
     RetentionPolicy,
     RetentionResult,
-    TopicInfo,
-    TopicResult,
 )
 from lakelog.coordinator.mirror_types import (
     MirrorBatch,
@@ -79,6 +73,16 @@ from lakelog.coordinator.pipeline_types import (
 )
 from lakelog.coordinator.scram_types import ScramCredentialInfo, StoredScramCredential
 from lakelog.coordinator.share_types import SharePartitionRow, SharePartitionWrite
+from lakelog.coordinator.topic_types import (
+    AlterTopicConfigsRequest,
+    BrokerInfo,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    CreateTopicResult,
+    DeleteTopicResult,
+    TopicInfo,
+    TopicResult,
+)
 from lakelog.coordinator.txn_types import (
     DescribeProducersResult,
     InitTxnProducerRequest,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lakelog.coordinator.interface import GroupMemberRecord, GroupRecord
+from lakelog.coordinator.group_types import GroupMemberRecord, GroupRecord
 
 GROUP_COLUMNS = "group_id, state, protocol_type, protocol, generation, leader, updated_at"
 MEMBER_COLUMNS = (

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from lakelog.coordinator.interface import CommitBatch
+from lakelog.coordinator.log_types import CommitBatch
 from lakelog.util.errors import ErrorCode
 
 REMEMBERED_BATCHES = 5

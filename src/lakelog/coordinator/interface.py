@@ -1,5 +1,9 @@
 """The batch coordinator contract.
 
+Kept whole past 600 lines: it is the one abstract interface every engine (SQLite,
+PostgreSQL) implements and the facade forwards, documented method by method, so splitting
+it would scatter the contract; the records it takes and returns live in `*_types.py` by area.
+
 Every method takes and returns lists of frozen dataclasses; answer *i* belongs to request *i*.
 Errors are Kafka error codes (`lakelog.util.errors.ErrorCode`) carried in the results, never
 raised, so that one bad partition never fails a whole request. Exceptions mean the database
@@ -14,13 +18,42 @@ serves it whole (clients skip the records below their position).
 from __future__ import annotations
 
 import abc
-import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 from uuid import UUID
 
+from lakelog.coordinator.group_types import (
+    CommittedOffset,
+    ConsumerGroupRecord,
+    GroupRecord,
+    OffsetCommit,
+)
+from lakelog.coordinator.log_types import (
+    CommitBatch,
+    CommitBatchResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResult,
+    FileToDelete,
+    FindBatchesRequest,
+    FindBatchesResult,
+    ListOffsetsRequest,
+    ListOffsetsResult,
+    LogInfo,
+    PartitionKey,
+    RetentionPolicy,
+    RetentionResult,
+)
 from lakelog.coordinator.share_types import SharePartitionRow, SharePartitionWrite
+from lakelog.coordinator.topic_types import (
+    AlterTopicConfigsRequest,
+    BrokerInfo,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    CreateTopicResult,
+    DeleteTopicResult,
+    TopicInfo,
+    TopicResult,
+)
 from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -42,7 +75,6 @@ if TYPE_CHECKING:
     )
     from lakelog.coordinator.scram_types import ScramCredentialInfo, StoredScramCredential
     from lakelog.coordinator.txn_types import (
-        AbortedTxn,
         DescribeProducersResult,
         InitTxnProducerRequest,
         InitTxnProducerResult,
@@ -51,344 +83,6 @@ if TYPE_CHECKING:
         TxnRef,
     )
     from lakelog.security.acl import AclBinding, AclFilter
-
-NO_PRODUCER_ID = -1
-NO_SEQUENCE = -1
-NO_TIMESTAMP = -1
-
-# ListOffsets special timestamps, as on the wire.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-
-
-class TimestampType(enum.IntEnum):
-    CREATE_TIME = 0
-    LOG_APPEND_TIME = 1
-
-
-# ---------------------------------------------------------------- topics
-
-
-@dataclass(frozen=True, slots=True)
-class TopicInfo:
-    topic_id: UUID
-    name: str
-    num_partitions: int
-    replication_factor: int
-    configs: Mapping[str, str]
-    """Only the configs set on the topic (not broker defaults)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTopicRequest:
-    name: str
-    num_partitions: int
-    replication_factor: int
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTopicResult:
-    name: str
-    error: ErrorCode
-    topic_id: UUID | None = None
-    message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteTopicResult:
-    name: str
-    error: ErrorCode
-    topic_id: UUID | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CreatePartitionsRequest:
-    name: str
-    new_total: int
-
-
-@dataclass(frozen=True, slots=True)
-class TopicResult:
-    """The outcome of a per-topic admin change."""
-
-    name: str
-    error: ErrorCode
-    message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AlterTopicConfigsRequest:
-    name: str
-    set_configs: Mapping[str, str] = field(default_factory=dict)
-    delete_configs: Sequence[str] = ()
-    replace: bool = False
-    """True: the topic's configs become exactly `set_configs` (legacy AlterConfigs)."""
-
-
-# ---------------------------------------------------------------- produce
-
-
-@dataclass(frozen=True, slots=True)
-class CommitBatch:
-    """One record batch inside an uploaded object, as the broker read its header."""
-
-    topic_id: UUID
-    partition: int
-    byte_offset: int
-    byte_size: int
-    record_count: int
-    """lastOffsetDelta + 1."""
-    base_timestamp: int
-    max_timestamp: int
-    timestamp_type: TimestampType
-    """The topic's message.timestamp.type at produce time."""
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = -1
-    base_sequence: int = NO_SEQUENCE
-    is_transactional: bool = False
-
-    @property
-    def last_sequence(self) -> int:
-        if self.base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return (self.base_sequence + self.record_count - 1) % (2**31)
-
-
-class CommitBatchResult(NamedTuple):
-    """A named tuple, not a frozen dataclass: commit_file makes one per batch (1,600 in a
-    full object) and a tuple is made in half the time."""
-
-    error: ErrorCode
-    base_offset: int = -1
-    log_append_time: int = NO_TIMESTAMP
-    """The commit time in ms for LOG_APPEND_TIME topics, else -1."""
-    log_start_offset: int = -1
-    is_duplicate: bool = False
-    """The batch was a retry of one already committed; base_offset is the original."""
-
-
-# ---------------------------------------------------------------- fetch
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionKey:
-    topic_id: UUID
-    partition: int
-
-
-@dataclass(frozen=True, slots=True)
-class FindBatchesRequest:
-    topic_id: UUID
-    partition: int
-    offset: int
-    max_bytes: int
-    """Stop adding batches once their sizes reach this; the first batch always comes."""
-    read_committed: bool = False
-    """Stop at the last stable offset and report the aborted transactions of the range."""
-
-
-@dataclass(frozen=True, slots=True)
-class BatchCoordinate:
-    """Where one committed row of batches lives and what the broker must patch when
-    serving it. A row holds one batch or a run of batches of the partition back to back
-    (a producer's batches that one commit appended, or plain batches a merge joined), with
-    the run's offsets, bytes and largest timestamp and its first batch's producer fields:
-    readers split it with `protocol.batch_runs`."""
-
-    object_key: str
-    byte_offset: int
-    byte_size: int
-    base_offset: int
-    last_offset: int
-    base_timestamp: int
-    max_timestamp: int
-    timestamp_type: TimestampType
-    log_append_time: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    is_transactional: bool
-    control_type: int = -1
-    """-1 for data; 0 (abort) or 1 (commit) for a transaction marker, which has no object
-    (object_key "", byte_size 0): the broker synthesizes the control batch."""
-
-
-@dataclass(frozen=True, slots=True)
-class FindBatchesResult:
-    error: ErrorCode
-    batches: Sequence[BatchCoordinate] = ()
-    log_start_offset: int = -1
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    """The smallest first offset of the partition's ongoing transactions, else the high
-    watermark. Always set when error is NONE or OFFSET_OUT_OF_RANGE."""
-    aborted: Sequence[AbortedTxn] = ()
-    """read_committed only: aborted transactions whose range meets the returned batches
-    (first offset <= last returned offset and marker offset >= requested offset)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogInfo:
-    error: ErrorCode
-    log_start_offset: int = -1
-    high_watermark: int = -1
-    byte_size: int = 0
-    last_stable_offset: int = -1
-
-
-# ---------------------------------------------------------------- offsets, deletion
-
-
-@dataclass(frozen=True, slots=True)
-class ListOffsetsRequest:
-    topic_id: UUID
-    partition: int
-    timestamp: int
-    """A time in ms, or LATEST_TIMESTAMP / EARLIEST_TIMESTAMP / MAX_TIMESTAMP."""
-    read_committed: bool = False
-    """LATEST answers the last stable offset instead of the high watermark."""
-
-
-@dataclass(frozen=True, slots=True)
-class ListOffsetsResult:
-    """For a time T >= 0, `batch` is the first batch whose max timestamp is >= T and `offset`
-    its base offset; the caller may read the batch to narrow the answer to a record. No such
-    batch: offset -1 and timestamp -1 (Kafka's answer).
-
-    Precisely: `offset` is max(base offset, log start) and `timestamp` the batch's max
-    timestamp, an upper bound for the record found; on LogAppendTime batches the commit
-    time stands for the max timestamp (here, for MAX_TIMESTAMP and for retention).
-    `batch` is set for T >= 0 and for MAX_TIMESTAMP (the caller may narrow that to the
-    record holding the largest timestamp), never for EARLIEST/LATEST."""
-
-    error: ErrorCode
-    offset: int = -1
-    timestamp: int = NO_TIMESTAMP
-    batch: BatchCoordinate | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteRecordsRequest:
-    topic_id: UUID
-    partition: int
-    offset: int
-    """Delete everything below this offset; -1 means the high watermark."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteRecordsResult:
-    error: ErrorCode
-    low_watermark: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class RetentionPolicy:
-    topic_id: UUID
-    partition: int
-    retention_ms: int
-    """-1: unlimited."""
-    retention_bytes: int
-    """-1: unlimited."""
-
-
-@dataclass(frozen=True, slots=True)
-class RetentionResult:
-    error: ErrorCode
-    log_start_offset: int = -1
-    batches_deleted: int = 0
-    """Rows deleted (a row holds one batch or a run of them: see BatchCoordinate)."""
-    bytes_deleted: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FileToDelete:
-    object_key: str
-    marked_at: int
-    """ms since the epoch when the file lost its last live batch."""
-    size: int
-
-
-# ---------------------------------------------------------------- consumer groups
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommit:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
-    topic: str
-    partition: int
-    offset: int
-    """-1 when the group has no committed offset for the partition."""
-    leader_epoch: int = -1
-    metadata: str | None = None
-    commit_time: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMemberRecord:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocols: Sequence[tuple[str, bytes]]
-    """(protocol name, member metadata) in the member's order of preference."""
-    assignment: bytes = b""
-
-
-@dataclass(frozen=True, slots=True)
-class GroupRecord:
-    """A classic group's durable state, saved on every generation change, so a restarted
-    or replacing broker resumes the generation instead of forgetting it."""
-
-    group_id: str
-    state: str
-    """Empty, PreparingRebalance, CompletingRebalance, Stable or Dead (Kafka's names)."""
-    protocol_type: str | None = None
-    protocol: str | None = None
-    generation: int = 0
-    leader: str | None = None
-    members: Sequence[GroupMemberRecord] = ()
-    updated_at: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupRecord:
-    """A KIP-848 consumer group's durable state, so that any broker can take the group over
-    where its last coordinator left it. `document` is the group coordinator's own JSON;
-    the coordinator only stores it."""
-
-    group_id: str
-    state: str
-    """Empty, Assigning, Reconciling or Stable (Kafka's names)."""
-    group_epoch: int
-    revision: int
-    """Grows with every change of the group's state machine."""
-    document: str
-    updated_at: int = 0
-
-
-# ---------------------------------------------------------------- brokers, producers
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    broker_id: int
-    broker_epoch: int
-    rack: str | None
-    host: str
-    port: int
-    last_heartbeat: int
 
 
 class BatchCoordinator(abc.ABC):

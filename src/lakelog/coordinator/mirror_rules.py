@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from lakelog.coordinator.commit_plan import BATCH_ROW_COLUMNS
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.log_types import (
     NO_TIMESTAMP,
     CommitBatch,
     CommitBatchResult,

@@ -3,7 +3,7 @@ SQLite and PostgreSQL refuse the same requests the same way."""
 
 from __future__ import annotations
 
-from lakelog.coordinator.interface import CreateTopicRequest, CreateTopicResult, TopicResult
+from lakelog.coordinator.topic_types import CreateTopicRequest, CreateTopicResult, TopicResult
 from lakelog.util.errors import ErrorCode
 
 

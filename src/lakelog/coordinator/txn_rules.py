@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakelog.coordinator.interface import CommitBatch, PartitionKey
+from lakelog.coordinator.log_types import CommitBatch, PartitionKey
 from lakelog.coordinator.txn_types import (
     MAX_PRODUCER_EPOCH,
     DescribeProducersResult,

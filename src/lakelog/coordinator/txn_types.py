@@ -14,7 +14,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lakelog.coordinator.interface import OffsetCommit, PartitionKey
+from lakelog.coordinator.group_types import OffsetCommit
+from lakelog.coordinator.log_types import PartitionKey
 from lakelog.util.errors import ErrorCode
 
 NO_CONTROL = -1

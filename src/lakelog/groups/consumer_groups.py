@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from lakelog.coordinator.interface import ConsumerGroupRecord
+from lakelog.coordinator.group_types import ConsumerGroupRecord
 from lakelog.groups import mixed
 from lakelog.groups.consumer_group import (
     ConsumerGroup,

@@ -11,12 +11,8 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lakelog.coordinator.interface import (
-    BrokerInfo,
-    CommittedOffset,
-    GroupRecord,
-    OffsetCommit,
-)
+from lakelog.coordinator.group_types import CommittedOffset, GroupRecord, OffsetCommit
+from lakelog.coordinator.topic_types import BrokerInfo
 from lakelog.groups.consumer_groups import ConsumerGroups
 from lakelog.groups.group import Group, GroupConfig, GroupState
 from lakelog.server.cluster.outage import log_failure
@@ -244,7 +240,7 @@ class GroupCoordinator:
                 log_failure(log, "lag update failed")
 
     async def update_lag(self) -> None:
-        from lakelog.coordinator.interface import PartitionKey
+        from lakelog.coordinator.log_types import PartitionKey
 
         topics = self._broker.topics
         group_ids = [g.group_id for g in self._groups.values()]

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lakelog.coordinator.interface import GroupMemberRecord, GroupRecord
+from lakelog.coordinator.group_types import GroupMemberRecord, GroupRecord
 from lakelog.util.errors import ErrorCode
 
 

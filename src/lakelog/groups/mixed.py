@@ -27,7 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from lakelog.coordinator.interface import GroupMemberRecord, GroupRecord
+from lakelog.coordinator.group_types import GroupMemberRecord, GroupRecord
 from lakelog.groups import consumer_protocol
 from lakelog.groups.consumer_group import (
     EMPTY,

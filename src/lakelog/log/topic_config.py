@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lakelog.config import Settings
-from lakelog.coordinator.interface import TimestampType, TopicInfo
+from lakelog.coordinator.log_types import TimestampType
+from lakelog.coordinator.topic_types import TopicInfo
 
 TIMESTAMP_TYPES = {
     "CreateTime": TimestampType.CREATE_TIME,

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakelog.admin.client import KafkaError
+from lakelog.admin.wire import KafkaError
 from lakelog.coordinator.mirror_types import MirrorDefinition, MirrorPartition
 from lakelog.mirror.prepare import TOPIC_KEY_PREFIX
 from lakelog.mirror.source import SourceAdmin, SourceUnavailable, unsupported_settings

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lakelog.admin.client import DESCRIBE_CONFIGS, KafkaError
+from lakelog.admin.wire import DESCRIBE_CONFIGS, KafkaError
 from lakelog.mirror.resource import MirrorResourceClient, request_module
 from lakelog.server.api.configs import MIRROR_RESOURCE
 from lakelog.util.errors import ErrorCode

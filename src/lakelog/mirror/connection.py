@@ -17,7 +17,7 @@ from typing import Any, cast
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from lakelog.admin.client import encode_request
+from lakelog.admin.wire import encode_request
 from lakelog.log.protocol.bounded import OutOfBounds, check_body
 from lakelog.log.protocol.varint import skip_tagged_fields
 from lakelog.security.client_config import ClientSecurity

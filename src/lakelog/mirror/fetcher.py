@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from lakelog.admin.client import Node
+from lakelog.admin.results import Node
 from lakelog.coordinator.mirror_types import MirrorBatch
 from lakelog.log.storage.keys import new_wal_key
 from lakelog.log.storage.wal import build_wal

@@ -14,13 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lakelog.config import Settings
-from lakelog.coordinator.interface import (
-    BatchCoordinator,
-    CreatePartitionsRequest,
-    CreateTopicRequest,
-    PartitionKey,
-)
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.coordinator.log_types import PartitionKey
 from lakelog.coordinator.mirror_types import MirrorDefinition
+from lakelog.coordinator.topic_types import CreatePartitionsRequest, CreateTopicRequest
 from lakelog.mirror.source import SourceCluster, SourceTopic
 from lakelog.server.api.configs import TOPIC_SPECS
 from lakelog.util.errors import ErrorCode

@@ -14,7 +14,8 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from lakelog.coordinator.interface import BatchCoordinator, OffsetCommit
+from lakelog.coordinator.group_types import OffsetCommit
+from lakelog.coordinator.interface import BatchCoordinator
 from lakelog.coordinator.mirror_types import MirrorPartition, MirrorState
 from lakelog.mirror.source import SourceCluster
 

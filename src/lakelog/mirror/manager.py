@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from lakelog.coordinator.interface import CommitBatchResult
+from lakelog.coordinator.log_types import CommitBatchResult
 from lakelog.coordinator.mirror_types import (
     MirrorBatch,
     MirrorDefinition,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from lakelog.admin.client import DESCRIBE_CONFIGS, AdminClient
+from lakelog.admin.client import AdminClient
+from lakelog.admin.wire import DESCRIBE_CONFIGS
 from lakelog.server.api.configs import MIRROR_RESOURCE
 from lakelog.server.api.context import build
 

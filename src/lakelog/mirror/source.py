@@ -16,13 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
 
-from lakelog.admin.client import (
-    DESCRIBE_CONFIGS,
-    EARLIEST,
-    ConfigValue,
-    KafkaError,
-    Node,
-)
+from lakelog.admin.results import ConfigValue, Node
+from lakelog.admin.wire import DESCRIBE_CONFIGS, EARLIEST, KafkaError
 from lakelog.mirror.resource import MirrorResourceClient, request_module
 from lakelog.mirror.wire import FETCH_KEY, MAX_FETCH_VERSION, MIN_FETCH_VERSION
 from lakelog.security.client_config import ClientSecurity, SecurityConfigError

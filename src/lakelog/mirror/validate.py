@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakelog.admin.client import KafkaError
-from lakelog.coordinator.interface import BatchCoordinator, PartitionKey
+from lakelog.admin.wire import KafkaError
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.coordinator.log_types import PartitionKey
 from lakelog.coordinator.mirror_types import MirrorDefinition
 from lakelog.mirror.follow import copied_configs, matching
 from lakelog.mirror.source import (

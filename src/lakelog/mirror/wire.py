@@ -19,7 +19,7 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from lakelog.admin.client import encode_request
+from lakelog.admin.wire import encode_request
 from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.log_types import (
     BatchCoordinate,
     FindBatchesRequest,
     PartitionKey,

@@ -12,8 +12,9 @@ from typing import TypeVar
 from uuid import UUID
 
 from lakelog.config import Settings
-from lakelog.coordinator.interface import BatchCoordinate, RetentionPolicy, TopicInfo
+from lakelog.coordinator.log_types import BatchCoordinate, RetentionPolicy
 from lakelog.coordinator.pipeline_types import FileBatch, FileInfo, FileReference
+from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.log.storage.keys import InvalidKeyError, KeyKind, parse_key
 from lakelog.log.topic_config import defaults, effective
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from lakelog.coordinator.interface import PartitionKey
+from lakelog.coordinator.log_types import PartitionKey
 from lakelog.pipeline.context import JobContext
 from lakelog.pipeline.planning import chunked, retention_policies
 from lakelog.pipeline.progress import JobSummary

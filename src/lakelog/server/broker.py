@@ -12,7 +12,8 @@ from uuid import UUID
 
 from lakelog.config import Settings
 from lakelog.coordinator import open_coordinator
-from lakelog.coordinator.interface import BatchCoordinator, BrokerInfo
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.coordinator.topic_types import BrokerInfo
 from lakelog.groups.coordinator import GroupCoordinator
 from lakelog.groups.group_configs import GroupConfigs
 from lakelog.groups.share.service import ShareService

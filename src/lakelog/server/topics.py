@@ -8,7 +8,8 @@ import logging
 import time
 from uuid import UUID
 
-from lakelog.coordinator.interface import BatchCoordinator, TopicInfo
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.server.cluster.outage import RateLimitedLog, is_outage
 from lakelog.util.single_flight import SingleFlight
 

@@ -8,7 +8,7 @@ import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from lakelog.admin.client import encode_request
+from lakelog.admin.wire import encode_request
 from lakelog.log.protocol.frames import api_schema, decode_body, parse_header
 from lakelog.server.api.context import build
 

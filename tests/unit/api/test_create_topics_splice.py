@@ -12,7 +12,7 @@ from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from lakelog.config import Settings
-from lakelog.coordinator.interface import CreateTopicRequest
+from lakelog.coordinator.topic_types import CreateTopicRequest
 from lakelog.log.protocol.frames import api_schema
 from lakelog.server.api.admin import _create_failed, _created, splice_create_topics
 from lakelog.util.errors import ErrorCode

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.log_types import (
     BatchCoordinate,
     FindBatchesRequest,
     FindBatchesResult,

@@ -18,7 +18,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
 import lakelog.server.api  # noqa: F401  (registers every handler)
-from lakelog.coordinator.interface import BrokerInfo
+from lakelog.coordinator.topic_types import BrokerInfo
 from lakelog.log.protocol.frames import api_schema, encode_response
 from lakelog.log.storage.store import ObjectExistsError, ObjectNotFoundError, StorageError
 from lakelog.server.api.context import RequestContext

@@ -9,14 +9,14 @@ from kio.index import load_entity_module
 from kio.serial import entity_writer
 from kio.static.constants import EntityType
 
-from lakelog.admin.client import (
+from lakelog.admin.group_offsets import offset_rows
+from lakelog.admin.results import (
     GroupDescription,
     GroupMember,
     Node,
     _safe_assignment,
     decode_assignment,
 )
-from lakelog.admin.group_offsets import offset_rows
 
 
 def encode_assignment(

@@ -8,17 +8,15 @@ from typing import Any
 
 import pytest
 
-from lakelog.admin.client import (
-    EARLIEST,
-    LATEST,
+from lakelog.admin.group_offsets import ResetMode, ResetSpec
+from lakelog.admin.results import (
     GroupDescription,
-    KafkaError,
     ListedOffset,
     Node,
     PartitionDescription,
     TopicDescription,
 )
-from lakelog.admin.group_offsets import ResetMode, ResetSpec
+from lakelog.admin.wire import EARLIEST, LATEST, KafkaError
 from lakelog.cli.groups import GroupActiveError, _reset
 from lakelog.util.errors import ErrorCode
 

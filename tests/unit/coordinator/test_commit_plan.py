@@ -12,7 +12,7 @@ from lakelog.coordinator.commit_plan import (
     wanted,
 )
 from lakelog.coordinator.idempotence import ProducerBatch
-from lakelog.coordinator.interface import CommitBatch, TimestampType
+from lakelog.coordinator.log_types import CommitBatch, TimestampType
 from lakelog.coordinator.ops.rows import PartitionRow
 from lakelog.util.errors import ErrorCode
 

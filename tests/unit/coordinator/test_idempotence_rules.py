@@ -11,7 +11,7 @@ from lakelog.coordinator.idempotence import (
     check,
     remember,
 )
-from lakelog.coordinator.interface import CommitBatch, TimestampType
+from lakelog.coordinator.log_types import CommitBatch, TimestampType
 from lakelog.util.errors import ErrorCode
 
 TOPIC = uuid.uuid4()

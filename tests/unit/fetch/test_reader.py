@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakelog.coordinator.interface import BatchCoordinate, TimestampType
+from lakelog.coordinator.log_types import BatchCoordinate, TimestampType
 from lakelog.log.fetch.cache import BatchCache
 from lakelog.log.fetch.reader import COALESCE_GAP, BatchReader, plan_ranges
 from lakelog.log.storage.store import ObjectStorage

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from lakelog.coordinator.interface import BatchCoordinate, TimestampType
+from lakelog.coordinator.log_types import BatchCoordinate, TimestampType
 from lakelog.coordinator.txn_types import CONTROL_ABORT, CONTROL_COMMIT, NO_CONTROL
 from lakelog.log.fetch.cache import BatchCache
 from lakelog.log.fetch.reader import BatchReader

@@ -13,7 +13,7 @@ import pytest
 
 from lakelog.config import Settings
 from lakelog.coordinator import BatchCoordinator, open_coordinator
-from lakelog.coordinator.interface import CreateTopicRequest
+from lakelog.coordinator.topic_types import CreateTopicRequest
 from lakelog.groups.consumer_group import HeartbeatRequest
 from lakelog.groups.consumer_groups import ConsumerGroups
 from lakelog.groups.group_configs import GroupConfigs
@@ -98,7 +98,7 @@ class OneClassic(NoClassic):
     """A Stable classic group "g" of two members, until it is retired."""
 
     def __init__(self) -> None:
-        from lakelog.coordinator.interface import GroupMemberRecord, GroupRecord
+        from lakelog.coordinator.group_types import GroupMemberRecord, GroupRecord
         from lakelog.groups import consumer_protocol
         from lakelog.groups.group import Group, GroupConfig
 

@@ -7,7 +7,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog.coordinator.interface import GroupMemberRecord, GroupRecord
+from lakelog.coordinator.group_types import GroupMemberRecord, GroupRecord
 from lakelog.groups import consumer_protocol, mixed
 from lakelog.groups.consumer_group import (
     ConsumerGroup,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 
 from lakelog.config import Settings
-from lakelog.coordinator.interface import BatchCoordinate, TimestampType, TopicInfo
+from lakelog.coordinator.log_types import BatchCoordinate, TimestampType
 from lakelog.coordinator.pipeline_types import FileBatch, FileInfo, FileReference
+from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.log.storage.keys import segment_key
 from lakelog.pipeline.planning import (
     KeyState,

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from lakelog.coordinator import CreateTopicRequest, FindBatchesRequest
-from lakelog.coordinator.interface import BatchCoordinator, TimestampType
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.coordinator.log_types import TimestampType
 from lakelog.log.produce.wal_writer import AppendRequest, CommittedObject, WalWriter
 from lakelog.log.protocol.records import split_batches, validate
 from lakelog.log.storage.store import ObjectStorage

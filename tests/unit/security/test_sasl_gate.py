@@ -12,7 +12,7 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from lakelog.admin.client import encode_request
+from lakelog.admin.wire import encode_request
 from lakelog.config import Settings
 from lakelog.log.protocol.varint import skip_tagged_fields
 from lakelog.security.client_config import ClientSecurity

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from lakelog.admin.client import encode_request
+from lakelog.admin.wire import encode_request
 from lakelog.config import Settings
 from lakelog.coordinator import BatchCoordinator, open_coordinator
 from lakelog.coordinator.scram_types import StoredScramCredential

@@ -22,7 +22,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from lakelog.admin.client import AdminClient, KafkaError
+from lakelog.admin.client import AdminClient
+from lakelog.admin.wire import KafkaError
 from lakelog.cli import cost_model as cost
 from lakelog.cli.console import reads, records
 from lakelog.cli.console.auth import BasicAuth, SecurityHeaders

@@ -10,19 +10,16 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from lakelog.admin.client import (
-    EARLIEST,
-    LATEST,
-    AdminClient,
+from lakelog.admin.client import AdminClient
+from lakelog.admin.group_offsets import OffsetRow, offset_rows
+from lakelog.admin.results import (
     ConfigValue,
     GroupDescription,
-    KafkaError,
     ListedGroup,
     Node,
     TopicDescription,
     TopicPartition,
 )
-from lakelog.admin.group_offsets import OffsetRow, offset_rows
 from lakelog.admin.share_client import (
     ShareGroupDescription,
     ShareOffset,
@@ -32,6 +29,7 @@ from lakelog.admin.share_client import (
 from lakelog.admin.tools import ListedTransaction, TransactionDescription
 from lakelog.admin.tools import describe_transaction as _describe_transaction
 from lakelog.admin.tools import list_transactions as _list_transactions
+from lakelog.admin.wire import EARLIEST, LATEST, KafkaError
 from lakelog.cli.cost import METRICS_LISTEN
 from lakelog.mirror.client import MirrorClient
 from lakelog.server.api.context import build

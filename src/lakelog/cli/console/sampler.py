@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from lakelog.admin.client import AdminClient, KafkaError
+from lakelog.admin.client import AdminClient
+from lakelog.admin.wire import KafkaError
 from lakelog.cli import cost_model as cost
 from lakelog.cli.common import UserError
 from lakelog.cli.console import reads

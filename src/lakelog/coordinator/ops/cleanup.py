@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lakelog.coordinator.engine import Session
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.log_types import (
     DeleteRecordsRequest,
     DeleteRecordsResult,
     FileToDelete,

@@ -10,8 +10,8 @@ coordinator, which sends them as one autocommit statement)."""
 from __future__ import annotations
 
 from lakelog.coordinator.engine import Session
-from lakelog.coordinator.interface import BrokerInfo
 from lakelog.coordinator.ops.rows import now_ms
+from lakelog.coordinator.topic_types import BrokerInfo
 from lakelog.util.errors import ErrorCode
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lakelog.coordinator.engine import Session
-from lakelog.coordinator.interface import ConsumerGroupRecord
+from lakelog.coordinator.group_types import ConsumerGroupRecord
 
 _COLUMNS = "group_id, state, group_epoch, revision, document, updated_at"
 

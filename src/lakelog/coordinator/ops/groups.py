@@ -14,7 +14,7 @@ from lakelog.coordinator.group_rows import (
     group_record,
     member_record,
 )
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.group_types import (
     CommittedOffset,
     GroupMemberRecord,
     GroupRecord,

@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from lakelog.coordinator.engine import Session
-from lakelog.coordinator.interface import CommitBatchResult
+from lakelog.coordinator.log_types import CommitBatchResult
 from lakelog.coordinator.mirror_rules import (
     MIRROR_BATCH_COLUMNS,
     MirrorPlan,

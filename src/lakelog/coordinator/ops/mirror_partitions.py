@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from lakelog.coordinator.engine import Session
-from lakelog.coordinator.interface import PartitionKey
+from lakelog.coordinator.log_types import PartitionKey
 from lakelog.coordinator.mirror_rows import (
     ACTIVE,
     ACTIVE_SQL,

@@ -28,7 +28,7 @@ from lakelog.coordinator.commit_plan import (
 )
 from lakelog.coordinator.engine import Pending, Session
 from lakelog.coordinator.idempotence import ProducerBatch
-from lakelog.coordinator.interface import CommitBatch, CommitBatchResult
+from lakelog.coordinator.log_types import CommitBatch, CommitBatchResult
 from lakelog.coordinator.mirror_rules import refuse_read_only
 from lakelog.coordinator.ops import objects
 from lakelog.coordinator.ops.mirror_commit import read_only

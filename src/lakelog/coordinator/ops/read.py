@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lakelog.coordinator.engine import Pending, Row, Session
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.log_types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,

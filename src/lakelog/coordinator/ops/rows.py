@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from lakelog.coordinator.engine import Pending, Session
-from lakelog.coordinator.interface import BatchCoordinate, TimestampType
+from lakelog.coordinator.log_types import BatchCoordinate, TimestampType
 
 BATCH_COLUMNS = (
     "COALESCE(f.object_key, ''), b.byte_offset, b.byte_size, b.base_offset, b.last_offset, "

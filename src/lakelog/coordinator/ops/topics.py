@@ -11,7 +11,10 @@ from typing import Any
 from uuid import UUID
 
 from lakelog.coordinator.engine import Session
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.ops.release import FreedBytes, drop_topic
+from lakelog.coordinator.ops.rows import lock_topic_partitions, now_ms
+from lakelog.coordinator.topic_rules import already_exists, invalid_create, not_more_partitions
+from lakelog.coordinator.topic_types import (
     AlterTopicConfigsRequest,
     CreatePartitionsRequest,
     CreateTopicRequest,
@@ -20,9 +23,6 @@ from lakelog.coordinator.interface import (
     TopicInfo,
     TopicResult,
 )
-from lakelog.coordinator.ops.release import FreedBytes, drop_topic
-from lakelog.coordinator.ops.rows import lock_topic_partitions, now_ms
-from lakelog.coordinator.topic_rules import already_exists, invalid_create, not_more_partitions
 from lakelog.util.errors import ErrorCode
 
 _TOPIC_COLUMNS = "topic_uuid, name, num_partitions, replication_factor, configs"

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 
 from lakelog.coordinator import txn_rules
 from lakelog.coordinator.engine import Session
-from lakelog.coordinator.interface import OffsetCommit, PartitionKey
+from lakelog.coordinator.group_types import OffsetCommit
+from lakelog.coordinator.log_types import PartitionKey
 from lakelog.coordinator.ops.cluster import allocate_producer_id
 from lakelog.coordinator.ops.groups import commit_offsets
 from lakelog.coordinator.ops.rows import find_partitions

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.log_types import (
     BatchCoordinate,
     FindBatchesRequest,
     ListOffsetsRequest,
     PartitionKey,
-    TopicInfo,
 )
 from lakelog.coordinator.share_types import SharePartitionRow, SharePartitionWrite
+from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.coordinator.txn_types import AbortedTxn
 from lakelog.groups.group_configs import GroupConfig, parse_duration
 from lakelog.groups.share.state import (

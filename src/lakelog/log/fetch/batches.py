@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lakelog.coordinator.interface import BatchCoordinate, TimestampType
+from lakelog.coordinator.log_types import BatchCoordinate, TimestampType
 from lakelog.log.protocol.batch_runs import is_one_batch, last_offset_delta, run_batches
 from lakelog.log.protocol.records import InvalidBatch, base_offset_bytes, with_log_append_time
 from lakelog.log.storage.keys import offsets_in_headers

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from lakelog.coordinator.interface import BatchCoordinate
+from lakelog.coordinator.log_types import BatchCoordinate
 from lakelog.log.fetch.batches import Pieces
 from lakelog.log.fetch.cache import BatchCache
 from lakelog.log.protocol.control_batch import control_batch

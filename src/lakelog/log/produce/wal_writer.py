@@ -25,12 +25,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from lakelog.coordinator.interface import (
-    BatchCoordinator,
-    CommitBatch,
-    CommitBatchResult,
-    TimestampType,
-)
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.coordinator.log_types import CommitBatch, CommitBatchResult, TimestampType
 from lakelog.log.produce.seal_policy import SealPolicy
 from lakelog.log.protocol.records import BatchHeader
 from lakelog.log.storage.keys import new_wal_key

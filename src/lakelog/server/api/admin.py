@@ -22,12 +22,8 @@ from typing import Any
 from uuid import UUID
 
 from lakelog.config import Settings
-from lakelog.coordinator.interface import (
-    CreatePartitionsRequest,
-    CreateTopicRequest,
-    DeleteRecordsRequest,
-    DeleteRecordsResult,
-)
+from lakelog.coordinator.log_types import DeleteRecordsRequest, DeleteRecordsResult
+from lakelog.coordinator.topic_types import CreatePartitionsRequest, CreateTopicRequest
 from lakelog.log.topic_config import validate
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from lakelog.server.api import authz

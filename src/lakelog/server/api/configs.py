@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakelog.config import Settings
-from lakelog.coordinator.interface import AlterTopicConfigsRequest
+from lakelog.coordinator.topic_types import AlterTopicConfigsRequest
 from lakelog.groups import group_configs
 from lakelog.log import topic_config
 from lakelog.security.acl import Operation

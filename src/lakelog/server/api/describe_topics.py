@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from lakelog.coordinator.interface import TopicInfo
+from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.security.acl import Operation, ResourceType
 from lakelog.server.api import authz
 from lakelog.server.api.admin import TOPIC_AUTHORIZED_OPERATIONS

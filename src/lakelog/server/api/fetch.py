@@ -13,10 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from lakelog.coordinator.interface import (
-    BatchCoordinate,
-    FindBatchesRequest,
-)
+from lakelog.coordinator.log_types import BatchCoordinate, FindBatchesRequest
 from lakelog.coordinator.txn_types import AbortedTxn
 from lakelog.log.fetch.batches import Pieces, batch_parts, coordinate_batches
 from lakelog.log.protocol.control_batch import CONTROL_BATCH_SIZE

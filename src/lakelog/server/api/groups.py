@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from lakelog.coordinator.interface import OffsetCommit
+from lakelog.coordinator.group_types import OffsetCommit
 from lakelog.groups import mixed
 from lakelog.groups.group import GroupState, JoinRequest, JoinResult, SyncResult
 from lakelog.groups.subscription import subscribed_topics

@@ -17,7 +17,8 @@ import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from lakelog.coordinator.interface import PartitionKey, TopicInfo
+from lakelog.coordinator.log_types import PartitionKey
+from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.security.acl import Operation
 from lakelog.server.api import authz
 from lakelog.server.api.context import RequestContext, build

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from lakelog.coordinator.interface import BrokerInfo, CreateTopicRequest, TopicInfo
+from lakelog.coordinator.topic_types import BrokerInfo, CreateTopicRequest, TopicInfo
 from lakelog.log.protocol.frames import api_schema
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from lakelog.server.api import authz

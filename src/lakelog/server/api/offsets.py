@@ -10,7 +10,7 @@ import datetime
 import logging
 from typing import Any
 
-from lakelog.coordinator.interface import (
+from lakelog.coordinator.log_types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,

@@ -23,7 +23,7 @@ import datetime
 from collections.abc import Iterable
 from typing import Any
 
-from lakelog.coordinator.interface import TopicInfo
+from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.security.acl import Operation
 from lakelog.server.api import authz
 from lakelog.server.api.context import RequestContext, build

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from lakelog.coordinator.interface import CommitBatchResult
+from lakelog.coordinator.log_types import CommitBatchResult
 from lakelog.coordinator.mirror_types import READ_ONLY_ERROR
 from lakelog.log.produce.wal_writer import AppendRequest
 from lakelog.log.protocol.record_keys import keyless_record_indexes

@@ -9,7 +9,8 @@ import datetime
 from typing import Any
 from uuid import UUID
 
-from lakelog.coordinator.interface import PartitionKey, TopicInfo
+from lakelog.coordinator.log_types import PartitionKey
+from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.groups.share.partitions import ShareKey
 from lakelog.groups.share.state import SharePartitionState
 from lakelog.security.acl import Operation

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from lakelog.coordinator.interface import TopicInfo
+from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.groups.share.partitions import (
     AckBatches,
     FetchOutcome,

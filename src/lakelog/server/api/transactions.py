@@ -13,7 +13,8 @@ import datetime
 import time
 from typing import Any
 
-from lakelog.coordinator.interface import OffsetCommit, PartitionKey
+from lakelog.coordinator.group_types import OffsetCommit
+from lakelog.coordinator.log_types import PartitionKey
 from lakelog.coordinator.txn_types import TxnOffsetCommitRequest, TxnRef
 from lakelog.security.acl import Operation
 from lakelog.server.api import authz

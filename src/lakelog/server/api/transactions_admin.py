@@ -12,7 +12,7 @@ import datetime
 import time
 from typing import Any
 
-from lakelog.coordinator.interface import PartitionKey
+from lakelog.coordinator.log_types import PartitionKey
 from lakelog.coordinator.txn_types import TransactionInfo
 from lakelog.groups.coordinator import owner_of
 from lakelog.security.acl import Operation

@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection, Sequence
 from uuid import UUID
 
-from lakelog.coordinator.interface import BrokerInfo
+from lakelog.coordinator.topic_types import BrokerInfo
 
 _ZONE = re.compile(r"(?:^|[\s,;])lakelog_az=([A-Za-z0-9._:-]+)")
 

@@ -14,7 +14,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from lakelog.coordinator.interface import PartitionKey
+from lakelog.coordinator.log_types import PartitionKey
 from lakelog.coordinator.txn_types import TxnState
 from lakelog.groups.coordinator import owner_of
 from lakelog.server.cluster.outage import log_failure
