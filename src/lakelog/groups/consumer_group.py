@@ -1,6 +1,9 @@
 """One KIP-848 consumer group (`group.protocol=consumer`): members, epochs, the target
 assignment and each member's incremental reconciliation towards it.
 
+Kept whole at about 600 lines: it has one job, the group's state machine, and the JSON
+document that persists that state (`document`/`restore`) must change with it.
+
 No I/O, no clock: requests come in as calls with the topics they may see and the time.
 The rules, in our words:
 

@@ -10,7 +10,8 @@ import time
 
 import uvloop
 
-from lakelog.server.listener import Buffers, Server, Turn
+from lakelog.server.connection import Buffers, Turn
+from lakelog.server.listener import Server
 
 FLOOD = 400
 FLOODERS = 8

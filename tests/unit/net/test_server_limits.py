@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from lakelog.security.listener import ListenerSecurity
-from lakelog.server.listener import FIRST_CHUNK, Buffers, Connection, Server, Turn
+from lakelog.server.connection import FIRST_CHUNK, Buffers, Connection, Turn
+from lakelog.server.listener import Server
 
 MiB = 1024 * 1024
 

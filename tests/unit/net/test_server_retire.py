@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from lakelog.server.listener import Buffers, Server, Turn
+from lakelog.server.connection import Buffers, Turn
+from lakelog.server.listener import Server
 
 
 async def test_retired_connection_answers_what_it_read_then_closes() -> None:

@@ -13,7 +13,7 @@ from lakelog.security.principal import ANONYMOUS
 
 if TYPE_CHECKING:
     from lakelog.server.broker import Broker
-    from lakelog.server.listener import Turn
+    from lakelog.server.connection import Turn
 
 
 @dataclass(slots=True)

@@ -31,7 +31,7 @@ from lakelog.server.api.produce import PRODUCE_KEY
 from lakelog.server.api.raw import NoResponse, RawResponse
 from lakelog.server.api.registry import HANDLERS, PASSES_AT_START
 from lakelog.server.cluster.outage import RateLimitedLog
-from lakelog.server.listener import Buffers, CloseConnection, Turn
+from lakelog.server.connection import Buffers, CloseConnection, Turn
 from lakelog.util import metrics
 from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import Pacer
