@@ -22,38 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from lakelog.coordinator.group_types import (
-    CommittedOffset,
-    ConsumerGroupRecord,
-    GroupRecord,
-    OffsetCommit,
-)
-from lakelog.coordinator.log_types import (
-    CommitBatch,
-    CommitBatchResult,
-    DeleteRecordsRequest,
-    DeleteRecordsResult,
-    FileToDelete,
-    FindBatchesRequest,
-    FindBatchesResult,
-    ListOffsetsRequest,
-    ListOffsetsResult,
-    LogInfo,
-    PartitionKey,
-    RetentionPolicy,
-    RetentionResult,
-)
+from lakelog.coordinator import group_types, log_types, topic_types
 from lakelog.coordinator.share_types import SharePartitionRow, SharePartitionWrite
-from lakelog.coordinator.topic_types import (
-    AlterTopicConfigsRequest,
-    BrokerInfo,
-    CreatePartitionsRequest,
-    CreateTopicRequest,
-    CreateTopicResult,
-    DeleteTopicResult,
-    TopicInfo,
-    TopicResult,
-)
 from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -99,34 +69,34 @@ class BatchCoordinator(abc.ABC):
     # -- topics
     @abc.abstractmethod
     async def create_topics(
-        self, requests: Sequence[CreateTopicRequest], validate_only: bool = False
-    ) -> list[CreateTopicResult]:
+        self, requests: Sequence[topic_types.CreateTopicRequest], validate_only: bool = False
+    ) -> list[topic_types.CreateTopicResult]:
         """TOPIC_ALREADY_EXISTS for a taken name; INVALID_PARTITIONS for < 1 partitions;
         INVALID_REPLICATION_FACTOR for < 1 (callers resolve -1 to the default first)."""
 
     @abc.abstractmethod
-    async def delete_topics(self, names: Sequence[str]) -> list[DeleteTopicResult]:
+    async def delete_topics(self, names: Sequence[str]) -> list[topic_types.DeleteTopicResult]:
         """UNKNOWN_TOPIC_OR_PARTITION for a missing name. The topic's batches stop counting
         as live bytes of their files; files left with none are marked for deletion. Groups'
         committed offsets for the topic are deleted too (Kafka's behaviour)."""
 
     @abc.abstractmethod
     async def create_partitions(
-        self, requests: Sequence[CreatePartitionsRequest], validate_only: bool = False
-    ) -> list[TopicResult]:
+        self, requests: Sequence[topic_types.CreatePartitionsRequest], validate_only: bool = False
+    ) -> list[topic_types.TopicResult]:
         """INVALID_PARTITIONS unless new_total exceeds the current count."""
 
     @abc.abstractmethod
-    async def get_topics(self, names: Sequence[str] | None = None) -> list[TopicInfo]:
+    async def get_topics(self, names: Sequence[str] | None = None) -> list[topic_types.TopicInfo]:
         """The named topics that exist (missing names are left out), or all with None."""
 
     @abc.abstractmethod
-    async def get_topics_by_id(self, topic_ids: Sequence[UUID]) -> list[TopicInfo]: ...
+    async def get_topics_by_id(self, topic_ids: Sequence[UUID]) -> list[topic_types.TopicInfo]: ...
 
     @abc.abstractmethod
     async def alter_topic_configs(
-        self, requests: Sequence[AlterTopicConfigsRequest], validate_only: bool = False
-    ) -> list[TopicResult]: ...
+        self, requests: Sequence[topic_types.AlterTopicConfigsRequest], validate_only: bool = False
+    ) -> list[topic_types.TopicResult]: ...
 
     # -- produce
     @abc.abstractmethod
@@ -136,8 +106,8 @@ class BatchCoordinator(abc.ABC):
         uploader_broker_id: int,
         broker_epoch: int,
         file_size: int,
-        batches: Sequence[CommitBatch],
-    ) -> list[CommitBatchResult]:
+        batches: Sequence[log_types.CommitBatch],
+    ) -> list[log_types.CommitBatchResult]:
         """Assign offsets to the batches of one uploaded object, in list order, in one
         database transaction, with the idempotent-producer checks:
 
@@ -175,15 +145,21 @@ class BatchCoordinator(abc.ABC):
 
     # -- fetch
     @abc.abstractmethod
-    async def find_batches(self, requests: Sequence[FindBatchesRequest]) -> list[FindBatchesResult]:
+    async def find_batches(
+        self, requests: Sequence[log_types.FindBatchesRequest]
+    ) -> list[log_types.FindBatchesResult]:
         """Batches with last_offset >= offset, in offset order. offset == high watermark:
         no batches. offset > high watermark or < log start: OFFSET_OUT_OF_RANGE."""
 
     @abc.abstractmethod
-    async def log_info(self, partitions: Sequence[PartitionKey]) -> list[LogInfo]: ...
+    async def log_info(
+        self, partitions: Sequence[log_types.PartitionKey]
+    ) -> list[log_types.LogInfo]: ...
 
     @abc.abstractmethod
-    async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> list[ListOffsetsResult]:
+    async def list_offsets(
+        self, requests: Sequence[log_types.ListOffsetsRequest]
+    ) -> list[log_types.ListOffsetsResult]:
         """EARLIEST: log start; LATEST: high watermark; MAX_TIMESTAMP: the last offset of the
         first batch holding the largest max timestamp (-1 if empty); T >= 0: see
         ListOffsetsResult."""
@@ -191,8 +167,8 @@ class BatchCoordinator(abc.ABC):
     # -- deletion and retention
     @abc.abstractmethod
     async def delete_records(
-        self, requests: Sequence[DeleteRecordsRequest]
-    ) -> list[DeleteRecordsResult]:
+        self, requests: Sequence[log_types.DeleteRecordsRequest]
+    ) -> list[log_types.DeleteRecordsResult]:
         """Set the log start offset to `offset` (-1: the high watermark), never lowering it;
         OFFSET_OUT_OF_RANGE above the high watermark or below 0 (other than -1). Batches
         whose last offset is below the new log start are dropped: they stop counting as
@@ -200,8 +176,8 @@ class BatchCoordinator(abc.ABC):
 
     @abc.abstractmethod
     async def enforce_retention(
-        self, policies: Sequence[RetentionPolicy], now_ms: int
-    ) -> list[RetentionResult]:
+        self, policies: Sequence[log_types.RetentionPolicy], now_ms: int
+    ) -> list[log_types.RetentionResult]:
         """Drop whole leading batches: those whose max timestamp is older than
         now - retention_ms, and while the partition's bytes minus the first batch are still
         >= retention_bytes. The log start becomes the next batch's base offset (or the high
@@ -209,7 +185,7 @@ class BatchCoordinator(abc.ABC):
         delete_records."""
 
     @abc.abstractmethod
-    async def files_to_delete(self, marked_before_ms: int) -> list[FileToDelete]: ...
+    async def files_to_delete(self, marked_before_ms: int) -> list[log_types.FileToDelete]: ...
 
     @abc.abstractmethod
     async def delete_files(self, object_keys: Sequence[str]) -> None:
@@ -227,7 +203,7 @@ class BatchCoordinator(abc.ABC):
     # -- consumer groups
     @abc.abstractmethod
     async def commit_offsets(
-        self, group_id: str, offsets: Sequence[OffsetCommit], now_ms: int
+        self, group_id: str, offsets: Sequence[group_types.OffsetCommit], now_ms: int
     ) -> None:
         """Store (replace) the group's committed offsets, all in one transaction. Member
         and generation checks belong to the group coordinator, not here."""
@@ -235,7 +211,7 @@ class BatchCoordinator(abc.ABC):
     @abc.abstractmethod
     async def fetch_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]] | None
-    ) -> list[CommittedOffset]:
+    ) -> list[group_types.CommittedOffset]:
         """One answer per asked (topic, partition), offset -1 when none; with None, every
         offset the group has committed, ordered by topic and partition."""
 
@@ -245,14 +221,14 @@ class BatchCoordinator(abc.ABC):
     ) -> None: ...
 
     @abc.abstractmethod
-    async def save_group(self, group: GroupRecord) -> None:
+    async def save_group(self, group: group_types.GroupRecord) -> None:
         """Insert or replace the group's record."""
 
     @abc.abstractmethod
-    async def load_group(self, group_id: str) -> GroupRecord | None: ...
+    async def load_group(self, group_id: str) -> group_types.GroupRecord | None: ...
 
     @abc.abstractmethod
-    async def list_groups(self) -> list[GroupRecord]:
+    async def list_groups(self) -> list[group_types.GroupRecord]:
         """Every group with a record or committed offsets; a group known only by its
         offsets is reported as an Empty record with no protocol type."""
 
@@ -263,16 +239,20 @@ class BatchCoordinator(abc.ABC):
         deleted, i.e. is empty, is the group coordinator's check.)"""
 
     @abc.abstractmethod
-    async def save_consumer_group(self, group: ConsumerGroupRecord, expected: int) -> bool:
+    async def save_consumer_group(
+        self, group: group_types.ConsumerGroupRecord, expected: int
+    ) -> bool:
         """Replace the consumer group's record if the stored one has revision `expected`
         (0: there is none yet); True when written. A copy of the group that someone else
         has saved since it was loaded can never overwrite their state."""
 
     @abc.abstractmethod
-    async def load_consumer_group(self, group_id: str) -> ConsumerGroupRecord | None: ...
+    async def load_consumer_group(
+        self, group_id: str
+    ) -> group_types.ConsumerGroupRecord | None: ...
 
     @abc.abstractmethod
-    async def list_consumer_groups(self) -> list[ConsumerGroupRecord]:
+    async def list_consumer_groups(self) -> list[group_types.ConsumerGroupRecord]:
         """Every consumer group record, by group id."""
 
     @abc.abstractmethod
@@ -356,7 +336,7 @@ class BatchCoordinator(abc.ABC):
         for an id never registered."""
 
     @abc.abstractmethod
-    async def list_brokers(self, alive_since_ms: int) -> list[BrokerInfo]:
+    async def list_brokers(self, alive_since_ms: int) -> list[topic_types.BrokerInfo]:
         """Brokers whose last heartbeat is at or after the given time, by id. Fenced
         brokers have a negative heartbeat (see `fence_broker`): a negative bound lists them
         too."""
@@ -387,7 +367,11 @@ class BatchCoordinator(abc.ABC):
 
     @abc.abstractmethod
     async def add_partitions_to_txn(
-        self, txn: TxnRef, partitions: Sequence[PartitionKey], now_ms: int, verify_only: bool
+        self,
+        txn: TxnRef,
+        partitions: Sequence[log_types.PartitionKey],
+        now_ms: int,
+        verify_only: bool,
     ) -> list[ErrorCode]:
         """One error per partition. Unknown transactional id or another producer id:
         INVALID_PRODUCER_ID_MAPPING for all; older epoch: PRODUCER_FENCED for all; an
@@ -434,7 +418,7 @@ class BatchCoordinator(abc.ABC):
 
     @abc.abstractmethod
     async def describe_producers(
-        self, partitions: Sequence[PartitionKey]
+        self, partitions: Sequence[log_types.PartitionKey]
     ) -> list[DescribeProducersResult]: ...
 
     @abc.abstractmethod
@@ -518,7 +502,7 @@ class BatchCoordinator(abc.ABC):
 
     @abc.abstractmethod
     async def add_mirror_partitions(
-        self, name: str, partitions: Sequence[PartitionKey], restart: bool, now_ms: int
+        self, name: str, partitions: Sequence[log_types.PartitionKey], restart: bool, now_ms: int
     ) -> list[MirrorResult]:
         """A PREPARING row for each partition that has none; with `restart`, FAILED and
         STOPPED rows become PREPARING too (retry, failback). An active row of this mirror
@@ -556,7 +540,7 @@ class BatchCoordinator(abc.ABC):
         broker_epoch: int,
         file_size: int,
         batches: Sequence[MirrorBatch],
-    ) -> list[CommitBatchResult]:
+    ) -> list[log_types.CommitBatchResult]:
         """Record mirrored batches at their explicit offsets (see mirror_rules): only for
         MIRRORING partitions leased to `broker_id` (else NOT_LEADER_OR_FOLLOWER); a batch
         below the log end is a duplicate; one straddling it INVALID_RECORD; the fencing and
