@@ -25,8 +25,8 @@ from lakelog.admin.wire import (
     CLIENT_VERSIONS,
     METADATA,
     KafkaError,
-    _module,
     encode_request,
+    payload_module,
 )
 from lakelog.config import split_host_port
 from lakelog.log.protocol.bounded import OutOfBounds, check_body
@@ -161,7 +161,7 @@ class AdminConnection:
         return response
 
     async def _negotiate(self) -> None:
-        m = _module(API_VERSIONS, API_VERSIONS_REQUEST_VERSION, EntityType.request)
+        m = payload_module(API_VERSIONS, API_VERSIONS_REQUEST_VERSION, EntityType.request)
         request = m.ApiVersionsRequest(
             client_software_name="lakelog-admin", client_software_version="1"
         )
@@ -171,7 +171,7 @@ class AdminConnection:
             response = None
         if response is None or response.error_code != ErrorCode.none:
             # KIP-511: an older broker answers in v0; ask again in v0.
-            request = _module(API_VERSIONS, 0, EntityType.request).ApiVersionsRequest()
+            request = payload_module(API_VERSIONS, 0, EntityType.request).ApiVersionsRequest()
             response = await self._roundtrip(API_VERSIONS, 0, request)
         if response.error_code != ErrorCode.none:
             raise KafkaError(response.error_code, "ApiVersions failed")
@@ -195,7 +195,7 @@ class AdminConnection:
         self, api_key: int, build_request: Callable[[ModuleType, int], Any]
     ) -> tuple[Any, int]:
         version = self.version_for(api_key)
-        m = _module(api_key, version, EntityType.request)
+        m = payload_module(api_key, version, EntityType.request)
         return await self._roundtrip(api_key, version, build_request(m, version)), version
 
     # ---------------------------------------------------------------- cluster

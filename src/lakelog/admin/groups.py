@@ -16,7 +16,7 @@ from lakelog.admin.results import (
     ListedGroup,
     Node,
     TopicPartition,
-    _safe_assignment,
+    decode_assignment,
 )
 from lakelog.admin.wire import (
     DELETE_GROUPS,
@@ -293,3 +293,12 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, tuple[int, ...]
     for topic, partition in sorted(set(partitions)):
         out.setdefault(topic, []).append(partition)
     return {topic: tuple(parts) for topic, parts in out.items()}
+
+
+def _safe_assignment(data: bytes | None) -> dict[str, tuple[int, ...]]:
+    """A member whose assignment does not decode shows as assigned nothing, rather than
+    making the whole group undescribable."""
+    try:
+        return decode_assignment(data)
+    except ValueError:
+        return {}

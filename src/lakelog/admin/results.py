@@ -132,12 +132,3 @@ def decode_assignment(data: bytes | None) -> dict[str, tuple[int, ...]]:
     for tp in assignment.assigned_partitions:
         out.setdefault(tp.topic, []).extend(int(p) for p in tp.partitions)
     return {topic: tuple(sorted(parts)) for topic, parts in out.items()}
-
-
-def _safe_assignment(data: bytes | None) -> dict[str, tuple[int, ...]]:
-    """A member whose assignment does not decode shows as assigned nothing, rather than
-    making the whole group undescribable."""
-    try:
-        return decode_assignment(data)
-    except ValueError:
-        return {}

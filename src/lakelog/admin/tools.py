@@ -26,8 +26,8 @@ from lakelog.admin.wire import (
     FIND_COORDINATOR,
     TOPIC_RESOURCE,
     KafkaError,
-    _module,
     encode_request,
+    payload_module,
 )
 from lakelog.log.protocol.varint import read_uvarint, skip_tagged_fields
 from lakelog.server.api.context import build
@@ -130,7 +130,7 @@ async def call(
 ) -> tuple[Any, int]:
     """One request at the highest version both `client`'s broker and this module know."""
     version = pick_version(client, api_key)
-    m = _module(api_key, version, EntityType.request)
+    m = payload_module(api_key, version, EntityType.request)
     return await client._roundtrip(api_key, version, make(m, version)), version
 
 
@@ -332,7 +332,7 @@ async def describe_transaction(
 
     peer = await client.client_for(node)
     version = pick_version(peer, DESCRIBE_TRANSACTIONS)
-    m = _module(DESCRIBE_TRANSACTIONS, version, EntityType.request)
+    m = payload_module(DESCRIBE_TRANSACTIONS, version, EntityType.request)
     data = await raw_roundtrip(
         peer,
         DESCRIBE_TRANSACTIONS,

@@ -3,6 +3,7 @@ and their configs, and list a partition's offsets at its leader."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -26,7 +27,6 @@ from lakelog.admin.wire import (
     LIST_OFFSETS,
     TOPIC_RESOURCE,
     KafkaError,
-    _ms,
 )
 from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
@@ -242,3 +242,7 @@ class TopicOperations(AdminConnection):
             for t in response.topics
             for p in t.partitions
         }
+
+
+def _ms(ms: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=ms)

@@ -7,7 +7,6 @@ requests, share the same framing and version table without the connection class.
 
 from __future__ import annotations
 
-import datetime
 import io
 import struct
 from types import ModuleType
@@ -64,11 +63,8 @@ class KafkaError(Exception):
         self.message = message
 
 
-def _ms(ms: int) -> datetime.timedelta:
-    return datetime.timedelta(milliseconds=ms)
-
-
-def _module(api_key: int, version: int, kind: EntityType) -> ModuleType:
+def payload_module(api_key: int, version: int, kind: EntityType) -> ModuleType:
+    """kio's request or response classes of one API version."""
     return load_payload_module(api_key, version, kind)
 
 
