@@ -10,11 +10,11 @@ from kio.serial import entity_writer
 from kio.static.constants import EntityType
 
 from lakelog.admin.group_offsets import offset_rows
+from lakelog.admin.groups import _safe_assignment
 from lakelog.admin.results import (
     GroupDescription,
     GroupMember,
     Node,
-    _safe_assignment,
     decode_assignment,
 )
 
