@@ -115,6 +115,17 @@ def test_readme_blocks_are_found() -> None:
     assert not notation, f"documented commands must be runnable shell, not notation: {notation}"
 
 
+def test_documents_link_nothing_users_lack() -> None:
+    """What ships points at nothing outside the repository (a relative link that leaves it)."""
+    for path in [README, *sorted(DOCS.glob("*.md"))]:
+        assert "../shared" not in path.read_text(), f"{path.name} names ../shared"
+        for target in re.findall(r"\]\(([^)#\s]+)", path.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            resolved = (path.parent / target).resolve()
+            assert resolved.is_relative_to(REPO), f"{path.name} links outside the repo: {target}"
+
+
 @dataclass
 class Served:
     """The `lakelog serve` the README started last."""
