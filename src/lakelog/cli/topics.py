@@ -29,7 +29,7 @@ from lakelog.cli.common import (
     use_command_config,
     waiting,
 )
-from lakelog.server.api.configs import RECORDED_REPLICATION_FACTOR
+from lakelog.server.api.config_entries import RECORDED_REPLICATION_FACTOR
 from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 

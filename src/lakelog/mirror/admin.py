@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from lakelog.admin.client import KafkaError
 from lakelog.coordinator.mirror_types import MirrorDefinition, MirrorPartition
+from lakelog.log.config_specs import MIRROR_RESOURCE
 from lakelog.mirror.prepare import TOPIC_KEY_PREFIX
 from lakelog.mirror.source import SourceAdmin, SourceUnavailable, unsupported_settings
 from lakelog.mirror.validate import ERROR, validate
 from lakelog.security.client_config import ClientSecurity, SecurityConfigError
-from lakelog.server.api.configs import MIRROR_RESOURCE
 from lakelog.server.topics import topic_name_error
 from lakelog.util.errors import ErrorCode
 

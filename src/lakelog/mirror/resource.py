@@ -7,7 +7,7 @@ from types import ModuleType
 from typing import Any
 
 from lakelog.admin.client import DESCRIBE_CONFIGS, AdminClient
-from lakelog.server.api.configs import MIRROR_RESOURCE
+from lakelog.log.config_specs import MIRROR_RESOURCE
 from lakelog.server.api.context import build
 
 

@@ -31,7 +31,7 @@ from lakelog.coordinator.interface import (
 from lakelog.log.topic_config import validate
 from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
 from lakelog.server.api import authz
-from lakelog.server.api.configs import topic_entries
+from lakelog.server.api.config_entries import topic_entries
 from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.encoded import compact_length, encode_entity
 from lakelog.server.api.raw import RawResponse
