@@ -63,7 +63,9 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def build_graph(root: Path, package: str) -> tuple[set[str], dict[str, set[str]], dict[str, set[str]]]:
+def build_graph(
+    root: Path, package: str
+) -> tuple[set[str], dict[str, set[str]], dict[str, set[str]]]:
     """Modules, runtime edges, typing-only edges (an edge both ways counts as runtime)."""
     modules = module_names(root, package)
     runtime: dict[str, set[str]] = {m: set() for m in modules}
@@ -146,9 +148,7 @@ def check(root: Path, package: str, forbid: list[str]) -> tuple[bool, list[str]]
     both = {m: runtime[m] | typing[m] for m in nodes}
     runtime_cycles = strongly_connected(nodes, runtime)
     runtime_sets = [set(c) for c in runtime_cycles]
-    typing_cycles = [
-        c for c in strongly_connected(nodes, both) if set(c) not in runtime_sets
-    ]
+    typing_cycles = [c for c in strongly_connected(nodes, both) if set(c) not in runtime_sets]
     n_edges = sum(len(e) for e in both.values())
     n_typing = sum(len(e) for e in typing.values())
 

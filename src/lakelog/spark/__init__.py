@@ -23,10 +23,7 @@ modules, not the zipped sources Spark puts on their path (`SPARK_CONF` with
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakelog.spark.session_start import SPARK_CONF, get_or_create, under_spark_submit
