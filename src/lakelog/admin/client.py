@@ -28,6 +28,7 @@ from kio.static.constants import EntityType
 
 from lakelog.config import split_host_port
 from lakelog.log.protocol.bounded import OutOfBounds, check_body
+from lakelog.log.protocol.kio_build import build
 from lakelog.log.protocol.varint import skip_tagged_fields
 from lakelog.security.acl import (
     AclBinding,
@@ -39,7 +40,6 @@ from lakelog.security.acl import (
 )
 from lakelog.security.client_config import ClientSecurity
 from lakelog.security.sasl_client import SaslFailed, authenticate
-from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 
 API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 18, 3, 19, 20, 32

@@ -30,8 +30,8 @@ from lakelog.admin.client import (
     _module,
     encode_request,
 )
+from lakelog.log.protocol.kio_build import build
 from lakelog.log.protocol.varint import read_uvarint, skip_tagged_fields
-from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 
 DELETE_RECORDS, INCREMENTAL_ALTER_CONFIGS = 21, 44

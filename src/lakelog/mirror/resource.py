@@ -8,7 +8,7 @@ from typing import Any
 
 from lakelog.admin.client import DESCRIBE_CONFIGS, AdminClient
 from lakelog.log.config_specs import MIRROR_RESOURCE
-from lakelog.server.api.context import build
+from lakelog.log.protocol.kio_build import build
 
 
 def request_module(api_key: int, version: int) -> ModuleType:

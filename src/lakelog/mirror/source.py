@@ -23,11 +23,11 @@ from lakelog.admin.client import (
     KafkaError,
     Node,
 )
+from lakelog.log.protocol.kio_build import build
 from lakelog.mirror.resource import MirrorResourceClient, request_module
 from lakelog.mirror.wire import FETCH_KEY, MAX_FETCH_VERSION, MIN_FETCH_VERSION
 from lakelog.security.client_config import ClientSecurity, SecurityConfigError
 from lakelog.security.client_config import problems as security_problems
-from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 
 log = logging.getLogger(__name__)

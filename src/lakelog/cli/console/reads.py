@@ -33,8 +33,8 @@ from lakelog.admin.tools import ListedTransaction, TransactionDescription
 from lakelog.admin.tools import describe_transaction as _describe_transaction
 from lakelog.admin.tools import list_transactions as _list_transactions
 from lakelog.cli.cost import METRICS_LISTEN
+from lakelog.log.protocol.kio_build import build
 from lakelog.mirror.client import MirrorClient
-from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 
 DESCRIBE_LOG_DIRS = 35
