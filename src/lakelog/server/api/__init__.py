@@ -10,6 +10,8 @@ from lakelog.server.api import (  # noqa: F401
     describe_cluster,
     describe_topics,
     fetch,
+    group_admin,
+    group_offsets,
     groups,
     log_dirs,
     metadata,
