@@ -164,7 +164,9 @@ def check(root: Path, package: str, forbid: list[str]) -> tuple[bool, list[str]]
     passed = True
     for cycle in runtime_cycles:
         passed = False
-        lines.append(f"FAIL runtime cycle: {_path(cycle, runtime)}")
+        lines.append(f"FAIL runtime cycle ({len(cycle)} modules): {_path(cycle, runtime)}")
+        if len(cycle) > 2:
+            lines.append("  members: " + " ".join(cycle))
     for cycle in typing_cycles:
         bad = [m for m in forbid if m in cycle]
         if bad:
