@@ -103,9 +103,6 @@ def _masked(key: str, value: str) -> str:
     return "********" if any(w in key.lower() for w in SECRET_WORDS) else value
 
 
-# ---------------------------------------------------------------- DescribeConfigs
-
-
 class MirrorAdminHost(Protocol):
     """What the mirror admin uses of the broker (the Broker is one)."""
 
@@ -113,6 +110,9 @@ class MirrorAdminHost(Protocol):
     def coordinator(self) -> BatchCoordinator: ...
     @property
     def mirrors(self) -> MirrorManager: ...
+
+
+# ---------------------------------------------------------------- DescribeConfigs
 
 
 async def describe(broker: MirrorAdminHost, name: str, keys: Sequence[str] | None) -> list[Entry]:
