@@ -11,7 +11,7 @@ from typing import Protocol
 import pytest
 
 from lakelog.config import Settings
-from lakelog.groups.consumer_groups import ConsumerGroupsHost
+from lakelog.groups.consumer_groups import ClassicGroups, ConsumerGroupsHost
 from lakelog.groups.coordinator import GroupHost
 from lakelog.groups.share.partitions import SharePartitionsHost
 from lakelog.groups.share.service import ShareHost
@@ -61,7 +61,14 @@ def _members(protocol: type) -> dict[str, object]:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.__name__)
 def test_the_broker_has_every_member(protocol: type, tmp_path: Path) -> None:
-    broker = Broker(Settings(data_dir=tmp_path))
+    _check(Broker(Settings(data_dir=tmp_path)), protocol)
+
+
+def test_the_group_coordinator_is_what_consumer_groups_use(tmp_path: Path) -> None:
+    _check(Broker(Settings(data_dir=tmp_path)).groups, ClassicGroups)
+
+
+def _check(broker: object, protocol: type) -> None:
     members = _members(protocol)
     assert members
     for name, declared in members.items():

@@ -29,7 +29,7 @@ from lakelog.util.pacing import paced
 if TYPE_CHECKING:
     from lakelog.config import Settings
     from lakelog.coordinator.interface import BatchCoordinator
-    from lakelog.groups.coordinator import GroupCoordinator
+    from lakelog.groups.group import Group, GroupConfig
     from lakelog.groups.group_configs import GroupConfigs
     from lakelog.server.topics import TopicCache
 
@@ -40,6 +40,19 @@ ABSENT_TTL_S = 5.0
 """How long "no consumer group has this id" is believed without asking again. Only this
 broker creates the groups it owns, so this matters only when ownership just moved here."""
 ABSENT_MAX = 100_000
+
+
+class ClassicGroups(Protocol):
+    """What consumer groups use of the classic group coordinator (`GroupCoordinator` is
+    one): upgrading a classic group, handing a downgraded one back, and who owns a group."""
+
+    @property
+    def config(self) -> GroupConfig: ...
+    async def get(self, group_id: str, *, create: bool) -> Group | None: ...
+    async def retire(self, group: Group) -> None: ...
+    def adopt(self, group: Group) -> None: ...
+    async def save(self, group: Group) -> None: ...
+    async def owns(self, key: str) -> bool: ...
 
 
 class ConsumerGroupsHost(Protocol):
@@ -56,7 +69,7 @@ class ConsumerGroupsHost(Protocol):
 
 
 class ConsumerGroups:
-    def __init__(self, broker: ConsumerGroupsHost, classic: GroupCoordinator) -> None:
+    def __init__(self, broker: ConsumerGroupsHost, classic: ClassicGroups) -> None:
         self._broker = broker
         self._classic = classic
         settings = broker.settings
