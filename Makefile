@@ -40,6 +40,7 @@ bench-cluster: venv
 
 lint: venv
 	$(BIN)/ruff check src tests bench
+	$(BIN)/python scripts/check_imports.py
 	$(BIN)/ruff format --check src tests bench
 
 clean:

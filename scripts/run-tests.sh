@@ -57,6 +57,8 @@ if [ $# -gt 0 ]; then
   exit 0
 fi
 $BIN/ruff check --no-cache src tests bench
+# No import cycle among lakelog's modules, lazy imports included (scripts/check_imports.py).
+$BIN/python scripts/check_imports.py
 # Everything on the embedded defaults (SQLite + local files; the contract suite runs on both
 # coordinators), and at the same time the end-to-end suites again on the scale-out parts:
 # PostgreSQL + S3. The suite mostly waits (brokers, clients, timeouts: about half a core on

@@ -8,6 +8,7 @@ from typing import Any
 
 from lakelog.admin.connection import AdminConnection
 from lakelog.admin.wire import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS, KafkaError
+from lakelog.log.protocol.kio_build import build
 from lakelog.security.acl import (
     AclBinding,
     AclFilter,
@@ -16,7 +17,6 @@ from lakelog.security.acl import (
     Permission,
     ResourceType,
 )
-from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 
 

@@ -30,10 +30,10 @@ from lakelog.admin.wire import (
 )
 from lakelog.config import split_host_port
 from lakelog.log.protocol.bounded import OutOfBounds, check_body
+from lakelog.log.protocol.kio_build import build
 from lakelog.log.protocol.varint import skip_tagged_fields
 from lakelog.security.client_config import ClientSecurity
 from lakelog.security.sasl_client import SaslFailed, authenticate
-from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 
 

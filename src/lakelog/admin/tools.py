@@ -29,8 +29,8 @@ from lakelog.admin.wire import (
     encode_request,
     payload_module,
 )
+from lakelog.log.protocol.kio_build import build
 from lakelog.log.protocol.varint import read_uvarint, skip_tagged_fields
-from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 
 DELETE_RECORDS, INCREMENTAL_ALTER_CONFIGS = 21, 44

@@ -28,7 +28,7 @@ from lakelog.admin.wire import (
     TOPIC_RESOURCE,
     KafkaError,
 )
-from lakelog.server.api.context import build
+from lakelog.log.protocol.kio_build import build
 from lakelog.util.errors import ErrorCode
 
 

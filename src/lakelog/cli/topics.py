@@ -25,8 +25,8 @@ from lakelog.cli.common import (
     use_command_config,
     waiting,
 )
-from lakelog.server.api.configs import RECORDED_REPLICATION_FACTOR
-from lakelog.server.api.context import build
+from lakelog.log.protocol.kio_build import build
+from lakelog.server.api.config_entries import RECORDED_REPLICATION_FACTOR
 from lakelog.util.errors import ErrorCode
 
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)

@@ -9,7 +9,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from lakelog.coordinator.group_types import ConsumerGroupRecord
 from lakelog.groups import mixed
@@ -27,8 +27,11 @@ from lakelog.util.keyed_locks import KeyedLocks
 from lakelog.util.pacing import paced
 
 if TYPE_CHECKING:
-    from lakelog.groups.coordinator import GroupCoordinator
-    from lakelog.server.broker import Broker
+    from lakelog.config import Settings
+    from lakelog.coordinator.interface import BatchCoordinator
+    from lakelog.groups.group import Group, GroupConfig
+    from lakelog.groups.group_configs import GroupConfigs
+    from lakelog.server.topics import TopicCache
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,8 +42,34 @@ broker creates the groups it owns, so this matters only when ownership just move
 ABSENT_MAX = 100_000
 
 
+class ClassicGroups(Protocol):
+    """What consumer groups use of the classic group coordinator (`GroupCoordinator` is
+    one): upgrading a classic group, handing a downgraded one back, and who owns a group."""
+
+    @property
+    def config(self) -> GroupConfig: ...
+    async def get(self, group_id: str, *, create: bool) -> Group | None: ...
+    async def retire(self, group: Group) -> None: ...
+    def adopt(self, group: Group) -> None: ...
+    async def save(self, group: Group) -> None: ...
+    async def owns(self, key: str) -> bool: ...
+
+
+class ConsumerGroupsHost(Protocol):
+    """What KIP-848 consumer groups use of the broker (the Broker is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def coordinator(self) -> BatchCoordinator: ...
+    @property
+    def topics(self) -> TopicCache: ...
+    @property
+    def group_configs(self) -> GroupConfigs: ...
+
+
 class ConsumerGroups:
-    def __init__(self, broker: Broker, classic: GroupCoordinator) -> None:
+    def __init__(self, broker: ConsumerGroupsHost, classic: ClassicGroups) -> None:
         self._broker = broker
         self._classic = classic
         settings = broker.settings

@@ -9,11 +9,11 @@ import logging
 import time
 import zlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lakelog.coordinator.group_types import CommittedOffset, GroupRecord, OffsetCommit
 from lakelog.coordinator.topic_types import BrokerInfo
-from lakelog.groups.consumer_groups import ConsumerGroups
+from lakelog.groups.consumer_groups import ConsumerGroups, ConsumerGroupsHost
 from lakelog.groups.group import Group, GroupConfig, GroupState
 from lakelog.server.cluster.outage import log_failure
 from lakelog.util import metrics
@@ -22,7 +22,7 @@ from lakelog.util.keyed_locks import KeyedLocks
 from lakelog.util.pacing import paced
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.groups.share.service import ShareService
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,19 @@ def owner_of(key: str, brokers: Sequence[BrokerInfo]) -> BrokerInfo:
     return ordered[zlib.crc32(key.encode()) % len(ordered)]
 
 
+class GroupHost(ConsumerGroupsHost, Protocol):
+    """What the group coordinator uses of the broker (the Broker is one), with what it hands
+    its consumer groups."""
+
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def share(self) -> ShareService: ...
+    async def live_brokers(self) -> list[BrokerInfo]: ...
+
+
 class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: GroupHost) -> None:
         self._broker = broker
         settings = broker.settings
         self.config = GroupConfig(

@@ -32,20 +32,21 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lakelog.admin.wire import KafkaError
 from lakelog.coordinator.mirror_types import MirrorDefinition, MirrorPartition
+from lakelog.log.config_specs import MIRROR_RESOURCE
 from lakelog.mirror.prepare import TOPIC_KEY_PREFIX
 from lakelog.mirror.source import SourceAdmin, SourceUnavailable, unsupported_settings
 from lakelog.mirror.validate import ERROR, validate
 from lakelog.security.client_config import ClientSecurity, SecurityConfigError
-from lakelog.server.api.configs import MIRROR_RESOURCE
 from lakelog.server.topics import topic_name_error
 from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.coordinator.interface import BatchCoordinator
+    from lakelog.mirror.manager import MirrorManager
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +103,19 @@ def _masked(key: str, value: str) -> str:
     return "********" if any(w in key.lower() for w in SECRET_WORDS) else value
 
 
+class MirrorAdminHost(Protocol):
+    """What the mirror admin uses of the broker (the Broker is one)."""
+
+    @property
+    def coordinator(self) -> BatchCoordinator: ...
+    @property
+    def mirrors(self) -> MirrorManager: ...
+
+
 # ---------------------------------------------------------------- DescribeConfigs
 
 
-async def describe(broker: Broker, name: str, keys: Sequence[str] | None) -> list[Entry]:
+async def describe(broker: MirrorAdminHost, name: str, keys: Sequence[str] | None) -> list[Entry]:
     coordinator = broker.coordinator
     keys = list(keys or ())
     if not name:
@@ -139,7 +149,7 @@ async def describe(broker: Broker, name: str, keys: Sequence[str] | None) -> lis
     return entries
 
 
-async def _topic_rows(broker: Broker, topics: Sequence[str]) -> list[Entry]:
+async def _topic_rows(broker: MirrorAdminHost, topics: Sequence[str]) -> list[Entry]:
     found = await broker.coordinator.get_topics(topics)
     by_name = {t.name: t.topic_id for t in found}
     entries = []
@@ -156,7 +166,7 @@ async def _topic_rows(broker: Broker, topics: Sequence[str]) -> list[Entry]:
     return entries
 
 
-async def _validate(broker: Broker, definition: MirrorDefinition) -> list[Entry]:
+async def _validate(broker: MirrorAdminHost, definition: MirrorDefinition) -> list[Entry]:
     manager = broker.mirrors
     await manager.load_mirrors()
     findings = await validate(broker.coordinator, manager.source_for(definition), definition)
@@ -196,7 +206,10 @@ def _patterns(values: Mapping[str, str]) -> list[str]:
 
 
 async def alter(
-    broker: Broker, name: str, ops: Sequence[tuple[str, int, str | None]], validate_only: bool
+    broker: MirrorAdminHost,
+    name: str,
+    ops: Sequence[tuple[str, int, str | None]],
+    validate_only: bool,
 ) -> str | None:
     """Apply one mirror command; returns a message for the operator (None if none).
     Raises MirrorAdminError."""
@@ -228,14 +241,14 @@ async def alter(
     raise MirrorAdminError(ErrorCode.invalid_request, f"unknown {ACTION} {action!r}")
 
 
-async def _existing(broker: Broker, name: str) -> MirrorDefinition:
+async def _existing(broker: MirrorAdminHost, name: str) -> MirrorDefinition:
     found = await broker.coordinator.list_mirrors([name])
     if not found:
         raise MirrorAdminError(ErrorCode.resource_not_found, f"no mirror named {name!r}")
     return found[0]
 
 
-async def _create(broker: Broker, name: str, values: Mapping[str, str]) -> str | None:
+async def _create(broker: MirrorAdminHost, name: str, values: Mapping[str, str]) -> str | None:
     problem = topic_name_error(name)
     if problem:
         raise MirrorAdminError(ErrorCode.invalid_request, f"mirror name: {problem}")
@@ -335,7 +348,7 @@ def _reason(exc: BaseException) -> str:
 
 
 async def _follow_now(
-    broker: Broker, definition: MirrorDefinition, restart: frozenset[str]
+    broker: MirrorAdminHost, definition: MirrorDefinition, restart: frozenset[str]
 ) -> str | None:
     """Follow at once after a change that is already stored: problems are reported in the
     message, never as an error (the command succeeded)."""
@@ -350,7 +363,7 @@ async def _follow_now(
 
 
 async def _add_topics(
-    broker: Broker, definition: MirrorDefinition, values: Mapping[str, str]
+    broker: MirrorAdminHost, definition: MirrorDefinition, values: Mapping[str, str]
 ) -> str | None:
     topics, patterns = _topic_names(values), _patterns(values)
     if not topics and not patterns:
@@ -367,7 +380,7 @@ async def _add_topics(
     return await _follow_now(broker, updated, frozenset(topics))
 
 
-async def _source_topics(broker: Broker, definition: MirrorDefinition) -> set[str] | None:
+async def _source_topics(broker: MirrorAdminHost, definition: MirrorDefinition) -> set[str] | None:
     """The source's topic names, or None while the source is unreachable (then the topics
     are saved and followed once it answers, as before)."""
     manager = broker.mirrors
@@ -381,7 +394,9 @@ async def _source_topics(broker: Broker, definition: MirrorDefinition) -> set[st
             await source.close()
 
 
-async def _remove_topics(broker: Broker, definition: MirrorDefinition, topics: list[str]) -> str:
+async def _remove_topics(
+    broker: MirrorAdminHost, definition: MirrorDefinition, topics: list[str]
+) -> str:
     if not topics:
         raise MirrorAdminError(ErrorCode.invalid_request, "name the topics to fail over")
     manager = broker.mirrors

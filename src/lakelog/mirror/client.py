@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lakelog.admin.wire import DESCRIBE_CONFIGS, KafkaError
+from lakelog.log.config_specs import MIRROR_RESOURCE
 from lakelog.mirror.resource import MirrorResourceClient, request_module
-from lakelog.server.api.configs import MIRROR_RESOURCE
 from lakelog.util.errors import ErrorCode
 
 INCREMENTAL_ALTER_CONFIGS = 44

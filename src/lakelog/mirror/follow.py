@@ -18,8 +18,8 @@ from lakelog.coordinator.interface import BatchCoordinator
 from lakelog.coordinator.log_types import PartitionKey
 from lakelog.coordinator.mirror_types import MirrorDefinition
 from lakelog.coordinator.topic_types import CreatePartitionsRequest, CreateTopicRequest
+from lakelog.log.config_specs import TOPIC_SPECS
 from lakelog.mirror.source import SourceCluster, SourceTopic
-from lakelog.server.api.configs import TOPIC_SPECS
 from lakelog.util.errors import ErrorCode
 
 log = logging.getLogger(__name__)

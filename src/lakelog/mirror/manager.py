@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from lakelog.coordinator.log_types import CommitBatchResult
@@ -42,7 +42,12 @@ from lakelog.util import metrics
 from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.config import Settings
+    from lakelog.coordinator.interface import BatchCoordinator
+    from lakelog.coordinator.topic_types import BrokerInfo
+    from lakelog.log.fetch.waiter import CommitWaiter
+    from lakelog.log.storage.store import ObjectStorage
+    from lakelog.server.topics import TopicCache
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +60,28 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class MirrorHost(Protocol):
+    """What mirroring uses of the broker (the Broker is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def broker_epoch(self) -> int: ...
+    @property
+    def coordinator(self) -> BatchCoordinator: ...
+    @property
+    def storage(self) -> ObjectStorage: ...
+    @property
+    def topics(self) -> TopicCache: ...
+    @property
+    def waiter(self) -> CommitWaiter: ...
+    async def live_brokers(self) -> list[BrokerInfo]: ...
+
+
 class MirrorManager:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: MirrorHost) -> None:
         self.broker = broker
         self.settings = broker.settings
         self.storage = broker.storage

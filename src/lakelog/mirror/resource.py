@@ -8,8 +8,8 @@ from typing import Any
 
 from lakelog.admin.client import AdminClient
 from lakelog.admin.wire import DESCRIBE_CONFIGS
-from lakelog.server.api.configs import MIRROR_RESOURCE
-from lakelog.server.api.context import build
+from lakelog.log.config_specs import MIRROR_RESOURCE
+from lakelog.log.protocol.kio_build import build
 
 
 def request_module(api_key: int, version: int) -> ModuleType:

@@ -18,11 +18,11 @@ from uuid import UUID
 
 from lakelog.admin.results import ConfigValue, Node
 from lakelog.admin.wire import DESCRIBE_CONFIGS, EARLIEST, KafkaError
+from lakelog.log.protocol.kio_build import build
 from lakelog.mirror.resource import MirrorResourceClient, request_module
 from lakelog.mirror.wire import FETCH_KEY, MAX_FETCH_VERSION, MIN_FETCH_VERSION
 from lakelog.security.client_config import ClientSecurity, SecurityConfigError
 from lakelog.security.client_config import problems as security_problems
-from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 
 log = logging.getLogger(__name__)

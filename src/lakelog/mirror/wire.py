@@ -20,7 +20,7 @@ from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from lakelog.admin.wire import encode_request
-from lakelog.server.api.context import build
+from lakelog.log.protocol.kio_build import build
 from lakelog.util.errors import ErrorCode
 
 FETCH_KEY = 1

@@ -11,7 +11,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from lakelog.spark import get_or_create, under_spark_submit
+from lakelog.spark.session_start import get_or_create, under_spark_submit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

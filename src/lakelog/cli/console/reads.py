@@ -31,8 +31,8 @@ from lakelog.admin.tools import describe_transaction as _describe_transaction
 from lakelog.admin.tools import list_transactions as _list_transactions
 from lakelog.admin.wire import EARLIEST, LATEST, KafkaError
 from lakelog.cli.cost import METRICS_LISTEN
+from lakelog.log.protocol.kio_build import build
 from lakelog.mirror.client import MirrorClient
-from lakelog.server.api.context import build
 from lakelog.util.errors import ErrorCode
 
 DESCRIBE_LOG_DIRS = 35

@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 from uuid import UUID
 
 from lakelog.coordinator.log_types import (
@@ -41,7 +41,7 @@ from lakelog.util.errors import ErrorCode
 from lakelog.util.keyed_locks import KeyedLocks
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.coordinator.interface import BatchCoordinator
 
 T = TypeVar("T")
 MAX_CACHED = 10_000
@@ -128,8 +128,15 @@ def skipped_offsets(
     return out
 
 
+class SharePartitionsHost(Protocol):
+    """What share-partition state uses of the broker (the Broker is one)."""
+
+    @property
+    def coordinator(self) -> BatchCoordinator: ...
+
+
 class SharePartitions:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: SharePartitionsHost) -> None:
         self._broker = broker
         self._cache: OrderedDict[tuple[str, ShareKey], _Entry] = OrderedDict()
         self._locks = KeyedLocks()

@@ -7,15 +7,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lakelog.groups.share.groups import Heartbeat, HeartbeatAnswer, ShareGroups, ShareMember
-from lakelog.groups.share.partitions import ShareKey, SharePartitions, now_ms, release_and_ack
+from lakelog.groups.share.partitions import (
+    ShareKey,
+    SharePartitions,
+    SharePartitionsHost,
+    now_ms,
+    release_and_ack,
+)
 from lakelog.groups.share.sessions import ShareSessions
 from lakelog.server.cluster.outage import log_failure
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.groups.group_configs import GroupConfigs
+    from lakelog.server.topics import TopicCache
 
 log = logging.getLogger(__name__)
 MAX_RELEASING = 100
@@ -24,8 +31,18 @@ MAX_RECORDED = 10_000
 """Group ids this broker knows are recorded in the coordinator (a bounded cache)."""
 
 
+class ShareHost(SharePartitionsHost, Protocol):
+    """What the share-group service uses of the broker (the Broker is one), with what it
+    hands its share partitions."""
+
+    @property
+    def topics(self) -> TopicCache: ...
+    @property
+    def group_configs(self) -> GroupConfigs: ...
+
+
 class ShareService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ShareHost) -> None:
         self._broker = broker
         self.groups = ShareGroups()
         self.sessions = ShareSessions()

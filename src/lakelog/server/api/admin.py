@@ -1,5 +1,5 @@
-"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords and
-DescribeCluster.
+"""Topic administration: CreateTopics and DeleteTopics, with the checks a topic's name and
+partition count pass (CreatePartitions, in `partitions_admin`, shares them).
 
 Durability comes from object storage, not replicas, so any replication factor >= 1 is
 accepted and only recorded (clients' suites create topics with 3 on a one-broker cluster).
@@ -22,12 +22,11 @@ from typing import Any
 from uuid import UUID
 
 from lakelog.config import Settings
-from lakelog.coordinator.log_types import DeleteRecordsRequest, DeleteRecordsResult
-from lakelog.coordinator.topic_types import CreatePartitionsRequest, CreateTopicRequest
+from lakelog.coordinator.topic_types import CreateTopicRequest
 from lakelog.log.topic_config import validate
-from lakelog.security.acl import CLUSTER_NAME, Operation, ResourceType
+from lakelog.security.acl import Operation
 from lakelog.server.api import authz
-from lakelog.server.api.configs import topic_entries
+from lakelog.server.api.config_entries import topic_entries
 from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.encoded import compact_length, encode_entity
 from lakelog.server.api.raw import RawResponse
@@ -138,7 +137,7 @@ def plan_topic(topic: Any, settings: Settings) -> CreateTopicRequest:
                 "Replication factor was set to an invalid non-positive value.",
             )
     if num_partitions > settings.max_partitions_per_topic:
-        raise TopicProblem(ErrorCode.policy_violation, _per_topic_message(num_partitions, settings))
+        raise TopicProblem(ErrorCode.policy_violation, per_topic_message(num_partitions, settings))
     configs: dict[str, str] = {}
     for config in topic.configs:
         if config.value is None:
@@ -153,7 +152,7 @@ def plan_topic(topic: Any, settings: Settings) -> CreateTopicRequest:
     return CreateTopicRequest(topic.name, num_partitions, replication_factor, configs)
 
 
-def _per_topic_message(count: int, settings: Settings) -> str:
+def per_topic_message(count: int, settings: Settings) -> str:
     return (
         f"A topic may have at most {settings.max_partitions_per_topic} partitions "
         f"(max_partitions_per_topic), not {count}."
@@ -468,199 +467,3 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
                 message = "This server does not host this topic-partition."
             results[i] = _deleted(m, name, outcome.topic_id, outcome.error, message)
     return build(m.DeleteTopicsResponse, throttle_time=_ZERO, responses=tuple(results))
-
-
-# ---------------------------------------------------------------- CreatePartitions
-
-
-def _partitions_problem(
-    current: int | None,
-    name: str,
-    count: int,
-    assignments: Sequence[Any] | None,
-    settings: Settings,
-) -> TopicProblem | None:
-    if current is None:
-        return TopicProblem(
-            ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
-        )
-    if count < current:
-        return TopicProblem(
-            ErrorCode.invalid_partitions,
-            f"Topic currently has {current} partitions, which is higher than "
-            f"the requested {count}.",
-        )
-    if count == current:
-        return TopicProblem(
-            ErrorCode.invalid_partitions, f"Topic already has {current} partitions."
-        )
-    if count > settings.max_partitions_per_topic:
-        return TopicProblem(ErrorCode.policy_violation, _per_topic_message(count, settings))
-    if assignments is not None and len(assignments) != count - current:
-        return TopicProblem(
-            ErrorCode.invalid_replica_assignment,
-            f"Attempted to add {count - current} additional partition(s), "
-            f"but only {len(assignments)} assignment(s) were specified.",
-        )
-    return None
-
-
-@handles(37, 0, 3)
-async def create_partitions(ctx: RequestContext, request: Any) -> Any:
-    m = ctx.schema
-    settings = ctx.broker.settings
-    counts = Counter(t.name for t in request.topics)
-    current = {
-        t.name: t.num_partitions for t in await ctx.broker.coordinator.get_topics(list(counts))
-    }
-    added = sum(max(0, int(t.count) - current[t.name]) for t in request.topics if t.name in current)
-    refused = too_many_per_request(added, settings)
-    if refused:
-        return build(
-            m.CreatePartitionsResponse,
-            throttle_time=_ZERO,
-            results=tuple(
-                build(
-                    m.CreatePartitionsTopicResult,
-                    name=t.name,
-                    error_code=ErrorCode.policy_violation,
-                    error_message=refused,
-                )
-                for t in request.topics
-            ),
-        )
-    budget = ClusterBudget(sum(t.num_partitions for t in await ctx.broker.topics.all()), settings)
-    results: list[Any] = [None] * len(request.topics)
-    todo: list[tuple[int, CreatePartitionsRequest]] = []
-    for i, topic in enumerate(request.topics):
-        if counts[topic.name] > 1:
-            problem: TopicProblem | None = TopicProblem(
-                ErrorCode.invalid_request, "Duplicate topic in request."
-            )
-        elif not authz.topic_allowed(ctx, topic.name, Operation.ALTER):
-            problem = TopicProblem(ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED)
-        else:
-            problem = _partitions_problem(
-                current.get(topic.name), topic.name, int(topic.count), topic.assignments, settings
-            )
-        if problem is None:
-            problem = budget.take(int(topic.count) - current[topic.name])
-        if problem:
-            results[i] = build(
-                m.CreatePartitionsTopicResult,
-                name=topic.name,
-                error_code=problem.error,
-                error_message=problem.message,
-            )
-        else:
-            todo.append((i, CreatePartitionsRequest(topic.name, int(topic.count))))
-    if todo:
-        outcomes = await ctx.broker.coordinator.create_partitions(
-            [r for _, r in todo], validate_only=request.validate_only
-        )
-        if not request.validate_only and any(o.error == ErrorCode.none for o in outcomes):
-            ctx.broker.topics.invalidate()
-        for (i, r), outcome in zip(todo, outcomes, strict=True):
-            results[i] = build(
-                m.CreatePartitionsTopicResult,
-                name=r.name,
-                error_code=outcome.error,
-                error_message=outcome.message,
-            )
-    return build(m.CreatePartitionsResponse, throttle_time=_ZERO, results=tuple(results))
-
-
-# ---------------------------------------------------------------- DeleteRecords
-
-
-@handles(21, 0, 2)
-async def delete_records(ctx: RequestContext, request: Any) -> Any:
-    m = ctx.schema
-    unknown = DeleteRecordsResult(ErrorCode.unknown_topic_or_partition)
-    refused = DeleteRecordsResult(ErrorCode.topic_authorization_failed)
-    answers: list[list[DeleteRecordsResult | int]] = []
-    asks: list[DeleteRecordsRequest] = []
-    for topic in request.topics:
-        info = await ctx.broker.topics.get(topic.name)
-        deletable = authz.topic_allowed(ctx, topic.name, Operation.DELETE)
-        row: list[DeleteRecordsResult | int] = []
-        for p in topic.partitions:
-            # The partition count is checked by the coordinator (the cache may lag).
-            if not deletable:
-                row.append(refused)
-            elif info is None or p.partition_index < 0:
-                row.append(unknown)
-            else:
-                row.append(len(asks))
-                asks.append(
-                    DeleteRecordsRequest(info.topic_id, int(p.partition_index), int(p.offset))
-                )
-        answers.append(row)
-    done = await ctx.broker.coordinator.delete_records(asks) if asks else []
-    topics = []
-    for topic, row in zip(request.topics, answers, strict=True):
-        partitions = []
-        for p, slot in zip(topic.partitions, row, strict=True):
-            result = done[slot] if isinstance(slot, int) else slot
-            partitions.append(
-                build(
-                    m.DeleteRecordsPartitionResult,
-                    partition_index=p.partition_index,
-                    low_watermark=result.low_watermark,
-                    error_code=result.error,
-                )
-            )
-        topics.append(
-            build(m.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions))
-        )
-    return build(m.DeleteRecordsResponse, throttle_time=_ZERO, topics=tuple(topics))
-
-
-# ---------------------------------------------------------------- DescribeCluster
-
-
-@handles(60, 0, 2)
-async def describe_cluster(ctx: RequestContext, request: Any) -> Any:
-    m = ctx.schema
-    endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINTS)
-    common = {
-        "throttle_time": _ZERO,
-        "cluster_id": ctx.broker.cluster_id,
-        "endpoint_type": endpoint_type,
-    }
-    if endpoint_type != BROKER_ENDPOINTS:
-        return build(
-            m.DescribeClusterResponse,
-            error_code=ErrorCode.unsupported_endpoint_type,
-            error_message="The request was sent to an endpoint of the wrong type.",
-            controller_id=-1,
-            brokers=(),
-            cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
-            **common,
-        )
-    live = await ctx.broker.live_brokers()
-    brokers = tuple(
-        build(
-            m.DescribeClusterBroker,
-            broker_id=b.broker_id,
-            host=b.host,
-            port=b.port,
-            rack=b.rack,
-            is_fenced=False,
-        )
-        for b in sorted(live, key=lambda b: b.broker_id)
-    )
-    operations = (
-        authz.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
-        if request.include_cluster_authorized_operations
-        else OPERATIONS_NOT_REQUESTED
-    )
-    return build(
-        m.DescribeClusterResponse,
-        error_code=ErrorCode.none,
-        error_message=None,
-        controller_id=min((b.broker_id for b in live), default=ctx.broker.broker_id),
-        brokers=brokers,
-        cluster_authorized_operations=operations,
-        **common,
-    )

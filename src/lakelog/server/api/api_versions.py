@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.api_versions.v0.response import ApiVersion as KeyV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ResponseV0
@@ -14,6 +14,9 @@ from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.registry import HANDLERS, handles
 from lakelog.server.sasl import SASL_VERSIONS
 from lakelog.util.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from lakelog.server.api.services import Listener
 
 
 def _keys(cls: type, sasl: bool = False) -> tuple[Any, ...]:
@@ -26,7 +29,7 @@ def _keys(cls: type, sasl: bool = False) -> tuple[Any, ...]:
     )
 
 
-def sasl_enabled(broker: Any) -> bool:
+def sasl_enabled(broker: Listener) -> bool:
     return getattr(broker.server, "sasl_users", None) is not None
 
 

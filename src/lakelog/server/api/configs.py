@@ -4,23 +4,44 @@ Topic configs live in the coordinator (only the ones a topic set); everything el
 broker default, reported the way Kafka reports it so admin tools show the same picture.
 Broker configs are static here (set by flags, env or lakelog.toml), so they are described
 read-only; altering them is answered key by key (`broker_configs`).
+
+This module holds the three handlers and what they share (access checks, the per-resource
+describe and alter steps). The tables are in `lakelog.log.config_specs`, the entries
+DescribeConfigs reports in `config_entries`, the alter plans in `config_plans`.
 """
 
 from __future__ import annotations
 
 import datetime
-import enum
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-from lakelog.config import Settings
 from lakelog.coordinator.topic_types import AlterTopicConfigsRequest
 from lakelog.groups import group_configs
-from lakelog.log import topic_config
+from lakelog.log.config_specs import (
+    BROKER_RESOURCE,
+    GROUP_RESOURCE,
+    MIRROR_RESOURCE,
+    TOPIC_RESOURCE,
+    AlterOp,
+    ConfigEntry,
+    ConfigSource,
+    ConfigType,
+)
+from lakelog.mirror import admin as mirror_admin
 from lakelog.security.acl import Operation
 from lakelog.server.api import authz
 from lakelog.server.api.broker_configs import broker_alter_problem
+from lakelog.server.api.config_entries import (
+    RECORDED_REPLICATION_FACTOR,
+    broker_entries,
+    cluster_default_entries,
+    group_entries,
+    recorded_replication_factor,
+    topic_defaults,
+    topic_entries,
+)
+from lakelog.server.api.config_plans import ConfigProblem, plan_incremental, plan_replace
 from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.registry import handles
 from lakelog.server.cluster.dynamic_broker_configs import (
@@ -30,468 +51,6 @@ from lakelog.server.cluster.dynamic_broker_configs import (
 )
 from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import paced
-
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-"""What `authorizer.class.name` says with the authorizer on: tools read it to tell an
-empty ACL listing from a cluster without ACLs (librdkafka drops DescribeAcls' error)."""
-GROUP_RESOURCE = 32
-MIRROR_RESOURCE = 64
-"""Cluster mirrors (KIP-1279), served by lakelog.mirror.admin; private until Kafka
-assigns the resource a type."""
-
-
-class ConfigSource(enum.IntEnum):
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    GROUP_CONFIG = 8
-
-
-class ConfigType(enum.IntEnum):
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-
-
-class AlterOp(enum.IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSpec:
-    """How one topic config is described: type, Kafka's stock default, the broker synonym
-    and the Settings field behind it (for STATIC_BROKER_CONFIG)."""
-
-    type: ConfigType
-    stock_default: str
-    broker_name: str | None = None
-    settings_field: str | None = None
-
-
-_LONG_MAX = str(2**63 - 1)
-TOPIC_SPECS: dict[str, ConfigSpec] = {
-    "cleanup.policy": ConfigSpec(ConfigType.LIST, "delete", "log.cleanup.policy"),
-    "compression.type": ConfigSpec(ConfigType.STRING, "producer", "compression.type"),
-    "delete.retention.ms": ConfigSpec(
-        ConfigType.LONG, "86400000", "log.cleaner.delete.retention.ms"
-    ),
-    "file.delete.delay.ms": ConfigSpec(ConfigType.LONG, "60000", "log.segment.delete.delay.ms"),
-    "flush.messages": ConfigSpec(ConfigType.LONG, _LONG_MAX, "log.flush.interval.messages"),
-    "flush.ms": ConfigSpec(ConfigType.LONG, _LONG_MAX, "log.flush.interval.ms"),
-    "follower.replication.throttled.replicas": ConfigSpec(ConfigType.LIST, ""),
-    "index.interval.bytes": ConfigSpec(ConfigType.INT, "4096", "log.index.interval.bytes"),
-    "leader.replication.throttled.replicas": ConfigSpec(ConfigType.LIST, ""),
-    "local.retention.bytes": ConfigSpec(ConfigType.LONG, "-2", "log.local.retention.bytes"),
-    "local.retention.ms": ConfigSpec(ConfigType.LONG, "-2", "log.local.retention.ms"),
-    "max.compaction.lag.ms": ConfigSpec(
-        ConfigType.LONG, _LONG_MAX, "log.cleaner.max.compaction.lag.ms"
-    ),
-    "max.message.bytes": ConfigSpec(
-        ConfigType.INT, "1048588", "message.max.bytes", "message_max_bytes"
-    ),
-    "message.downconversion.enable": ConfigSpec(
-        ConfigType.BOOLEAN, "true", "log.message.downconversion.enable"
-    ),
-    "message.timestamp.after.max.ms": ConfigSpec(
-        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.after.max.ms"
-    ),
-    "message.timestamp.before.max.ms": ConfigSpec(
-        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.before.max.ms"
-    ),
-    "message.timestamp.difference.max.ms": ConfigSpec(
-        ConfigType.LONG, _LONG_MAX, "log.message.timestamp.difference.max.ms"
-    ),
-    "message.timestamp.type": ConfigSpec(
-        ConfigType.STRING, "CreateTime", "log.message.timestamp.type"
-    ),
-    "min.cleanable.dirty.ratio": ConfigSpec(
-        ConfigType.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio"
-    ),
-    "min.compaction.lag.ms": ConfigSpec(ConfigType.LONG, "0", "log.cleaner.min.compaction.lag.ms"),
-    "min.insync.replicas": ConfigSpec(ConfigType.INT, "1", "min.insync.replicas"),
-    "preallocate": ConfigSpec(ConfigType.BOOLEAN, "false", "log.preallocate"),
-    "remote.storage.enable": ConfigSpec(ConfigType.BOOLEAN, "false"),
-    "retention.bytes": ConfigSpec(
-        ConfigType.LONG, "-1", "log.retention.bytes", "log_retention_bytes"
-    ),
-    "retention.ms": ConfigSpec(
-        ConfigType.LONG, "604800000", "log.retention.ms", "log_retention_ms"
-    ),
-    "segment.bytes": ConfigSpec(ConfigType.INT, "1073741824", "log.segment.bytes"),
-    "segment.index.bytes": ConfigSpec(ConfigType.INT, "10485760", "log.index.size.max.bytes"),
-    "segment.jitter.ms": ConfigSpec(ConfigType.LONG, "0", "log.roll.jitter.ms"),
-    "segment.ms": ConfigSpec(ConfigType.LONG, "604800000", "log.roll.ms"),
-    "unclean.leader.election.enable": ConfigSpec(
-        ConfigType.BOOLEAN, "false", "unclean.leader.election.enable"
-    ),
-}
-LIST_CONFIGS = frozenset(n for n, s in TOPIC_SPECS.items() if s.type is ConfigType.LIST)
-
-
-@dataclass(frozen=True, slots=True)
-class Synonym:
-    name: str
-    value: str | None
-    source: ConfigSource
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigEntry:
-    name: str
-    value: str | None
-    source: ConfigSource
-    read_only: bool
-    config_type: ConfigType
-    synonyms: tuple[Synonym, ...] = ()
-
-
-def topic_defaults(settings: Settings) -> dict[str, str]:
-    """Every known topic config's value when the topic does not set it."""
-    stock = {name: spec.stock_default for name, spec in TOPIC_SPECS.items()}
-    return {**stock, **topic_config.defaults(settings)}
-
-
-def _default_source(settings: Settings, spec: ConfigSpec | None) -> ConfigSource:
-    if spec and spec.settings_field and spec.settings_field in settings.model_fields_set:
-        return ConfigSource.STATIC_BROKER_CONFIG
-    return ConfigSource.DEFAULT_CONFIG
-
-
-def topic_entries(
-    own: Mapping[str, str],
-    settings: Settings,
-    cluster: Mapping[str, str] | None = None,
-    broker_own: Mapping[str, str] | None = None,
-) -> list[ConfigEntry]:
-    """A topic's full config as DescribeConfigs shows it, sorted by name. `settings` are
-    the static ones; `cluster` and `broker_own` the dynamic broker layers over them."""
-    fallback = topic_defaults(settings)
-    entries = []
-    for name in sorted(fallback.keys() | own.keys()):
-        spec = TOPIC_SPECS.get(name)
-        synonyms: list[Synonym] = []
-        if name in own:
-            synonyms.append(Synonym(name, own[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        if spec and spec.broker_name and name in fallback:
-            broker_name = spec.broker_name
-            for layer, source in (
-                (broker_own or {}, ConfigSource.DYNAMIC_BROKER_CONFIG),
-                (cluster or {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-            ):
-                if broker_name in layer:
-                    synonyms.append(Synonym(broker_name, layer[broker_name], source))
-            static_source = _default_source(settings, spec)
-            synonyms.append(Synonym(broker_name, fallback[name], static_source))
-        if synonyms:
-            value, source = synonyms[0].value, synonyms[0].source
-        else:
-            value, source = fallback.get(name), _default_source(settings, spec)
-        entries.append(
-            ConfigEntry(
-                name=name,
-                value=value,
-                source=source,
-                read_only=False,
-                config_type=spec.type if spec else ConfigType.UNKNOWN,
-                synonyms=tuple(synonyms),
-            )
-        )
-    return entries
-
-
-RECORDED_REPLICATION_FACTOR = "lakelog.replication.factor"
-"""A read-only topic entry, returned only when asked for by name (so Kafka tools listing all
-configs see none): the replication factor recorded at create time. Metadata cannot carry it,
-as it lists the brokers serving a partition as its replicas (see README, Topics)."""
-
-
-def recorded_replication_factor(value: int) -> ConfigEntry:
-    return ConfigEntry(
-        name=RECORDED_REPLICATION_FACTOR,
-        value=str(value),
-        source=ConfigSource.DYNAMIC_TOPIC_CONFIG,
-        read_only=True,
-        config_type=ConfigType.INT,
-    )
-
-
-ALWAYS_STATIC = frozenset({"advertised.listeners", "listeners", "broker.id"})
-"""A broker cannot run without these, so Kafka reports them as STATIC_BROKER_CONFIG (from
-its properties file) even where Lakelog derived them from its defaults."""
-
-
-def broker_entries(
-    settings: Settings,
-    broker_epoch: int = -1,
-    cluster: Mapping[str, str] | None = None,
-    own: Mapping[str, str] | None = None,
-) -> list[ConfigEntry]:
-    """The broker settings a Kafka tool looks for, all read-only (they are static here),
-    plus `broker.epoch`, the registration epoch the coordinator fences commits with."""
-    host, port = settings.advertised_host_port
-    listen_host, listen_port = settings.listen_host_port
-    values: list[tuple[str, str | None, ConfigType, str]] = [
-        ("advertised.listeners", f"PLAINTEXT://{host}:{port}", ConfigType.LIST, "advertised"),
-        (
-            "allow.everyone.if.no.acl.found",
-            str(settings.allow_everyone_if_no_acl_found).lower(),
-            ConfigType.BOOLEAN,
-            "allow_everyone_if_no_acl_found",
-        ),
-        (
-            "authorizer.class.name",
-            STANDARD_AUTHORIZER if settings.authorizer_enabled else "",
-            ConfigType.STRING,
-            "authorizer_enabled",
-        ),
-        (
-            "auto.create.topics.enable",
-            str(settings.auto_create_topics_enable).lower(),
-            ConfigType.BOOLEAN,
-            "auto_create_topics_enable",
-        ),
-        ("broker.epoch", str(broker_epoch), ConfigType.LONG, ""),
-        ("broker.id", str(settings.broker_id), ConfigType.INT, "broker_id"),
-        ("broker.rack", settings.rack, ConfigType.STRING, "rack"),
-        (
-            "connections.max.idle.ms",
-            str(settings.connections_max_idle_ms),
-            ConfigType.LONG,
-            "connections_max_idle_ms",
-        ),
-        (
-            "default.replication.factor",
-            str(settings.default_replication_factor),
-            ConfigType.INT,
-            "default_replication_factor",
-        ),
-        (
-            "lakelog.metrics.listen",
-            settings.metrics_listen,
-            ConfigType.STRING,
-            "metrics_listen",
-        ),
-        ("listeners", f"PLAINTEXT://{listen_host}:{listen_port}", ConfigType.LIST, "listen"),
-        ("log.cleanup.policy", "delete", ConfigType.LIST, ""),
-        ("log.message.timestamp.type", "CreateTime", ConfigType.STRING, ""),
-        (
-            "log.retention.bytes",
-            str(settings.log_retention_bytes),
-            ConfigType.LONG,
-            "log_retention_bytes",
-        ),
-        ("log.retention.ms", str(settings.log_retention_ms), ConfigType.LONG, "log_retention_ms"),
-        ("max.connections", str(settings.max_connections), ConfigType.INT, "max_connections"),
-        (
-            "max.connections.per.ip",
-            str(settings.max_connections_per_ip),
-            ConfigType.INT,
-            "max_connections_per_ip",
-        ),
-        (
-            "max.connections.per.ip.overrides",
-            settings.max_connections_per_ip_overrides,
-            ConfigType.STRING,
-            "max_connections_per_ip_overrides",
-        ),
-        ("message.max.bytes", str(settings.message_max_bytes), ConfigType.INT, "message_max_bytes"),
-        ("num.partitions", str(settings.num_partitions), ConfigType.INT, "num_partitions"),
-        (
-            "queued.max.request.bytes",
-            str(settings.queued_max_request_bytes),
-            ConfigType.LONG,
-            "queued_max_request_bytes",
-        ),
-        (
-            "socket.request.max.bytes",
-            str(settings.socket_request_max_bytes),
-            ConfigType.INT,
-            "socket_request_max_bytes",
-        ),
-        ("super.users", settings.super_users, ConfigType.STRING, "super_users"),
-        (
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            str(settings.transaction_abort_timed_out_transaction_cleanup_interval_ms),
-            ConfigType.INT,
-            "transaction_abort_timed_out_transaction_cleanup_interval_ms",
-        ),
-        (
-            "transaction.max.timeout.ms",
-            str(settings.transaction_max_timeout_ms),
-            ConfigType.INT,
-            "transaction_max_timeout_ms",
-        ),
-    ]
-    entries = []
-    for name, value, kind, field_name in values:
-        source = (
-            ConfigSource.STATIC_BROKER_CONFIG
-            if field_name in settings.model_fields_set or name in ALWAYS_STATIC
-            else ConfigSource.DEFAULT_CONFIG
-        )
-        if name in DYNAMIC_KEYS:
-            entries.append(_dynamic_entry(name, value, source, kind, cluster or {}, own or {}))
-            continue
-        entries.append(
-            ConfigEntry(name, value, source, True, kind, (Synonym(name, value, source),))
-        )
-    return entries
-
-
-def _dynamic_entry(
-    name: str,
-    value: str | None,
-    static_source: ConfigSource,
-    kind: ConfigType,
-    cluster: Mapping[str, str],
-    own: Mapping[str, str],
-) -> ConfigEntry:
-    """A key applied at runtime: its value from the highest layer that sets it, and every
-    layer as a synonym, highest first (as Kafka lists them)."""
-    layers = []
-    if name in own:
-        layers.append(Synonym(name, own[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
-    if name in cluster:
-        layers.append(Synonym(name, cluster[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-    layers.append(Synonym(name, value, static_source))
-    return ConfigEntry(name, layers[0].value, layers[0].source, False, kind, tuple(layers))
-
-
-def cluster_default_entries(cluster: Mapping[str, str]) -> list[ConfigEntry]:
-    """What describing the cluster-wide default (broker resource "") shows in Kafka: only
-    the keys set there."""
-    kinds = {"int": ConfigType.INT, "long": ConfigType.LONG}
-    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-    return [
-        ConfigEntry(
-            name,
-            value,
-            source,
-            False,
-            kinds[DYNAMIC_KEYS[name].kind],
-            (Synonym(name, value, source),),
-        )
-        for name, value in sorted(cluster.items())
-        if name in DYNAMIC_KEYS
-    ]
-
-
-class ConfigProblem(Exception):
-    """One resource's alteration is refused with this error code and message."""
-
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPlan:
-    set_configs: dict[str, str]
-    delete_configs: list[str]
-
-
-def _parts(value: str | None) -> list[str]:
-    return [p.strip() for p in (value or "").split(",") if p.strip()]
-
-
-def _check_unique(names: Iterable[str]) -> None:
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise ConfigProblem(
-                ErrorCode.invalid_request, f"Error due to duplicate config keys: {name}"
-            )
-        seen.add(name)
-
-
-def plan_incremental(
-    own: Mapping[str, str],
-    fallback: Mapping[str, str],
-    ops: Sequence[tuple[str, int, str | None]],
-    *,
-    validate: bool = True,
-) -> AlterPlan:
-    """Turn IncrementalAlterConfigs operations (name, op, value) into sets and deletes.
-    APPEND/SUBTRACT start from the current value: the topic's own, else the default."""
-    _check_unique(name for name, _, _ in ops)
-    plan = AlterPlan({}, [])
-    for name, op, value in ops:
-        if op == AlterOp.SET:
-            if value is None:
-                raise ConfigProblem(
-                    ErrorCode.invalid_request, f"Null value not supported for : {name}"
-                )
-            plan.set_configs[name] = value
-        elif op == AlterOp.DELETE:
-            plan.delete_configs.append(name)
-        elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
-            if name not in LIST_CONFIGS:
-                verb = "append" if op == AlterOp.APPEND else "subtract"
-                raise ConfigProblem(
-                    ErrorCode.invalid_config,
-                    f"Config value {verb} is not allowed for config key: {name}",
-                )
-            current = _parts(own[name] if name in own else fallback.get(name))
-            items = _parts(value)
-            if op == AlterOp.APPEND:
-                result = current + [i for i in items if i not in current]
-            else:
-                result = [i for i in current if i not in items]
-            plan.set_configs[name] = ",".join(result)
-        else:
-            raise ConfigProblem(
-                ErrorCode.invalid_request, f"Unknown config operation {op} for {name}"
-            )
-    problem = topic_config.validate(plan.set_configs) if validate else None
-    if problem:
-        raise ConfigProblem(ErrorCode.invalid_config, problem)
-    return plan
-
-
-def plan_replace(
-    configs: Sequence[tuple[str, str | None]], *, validate: bool = True
-) -> dict[str, str]:
-    """Legacy AlterConfigs: the given configs become the topic's whole config."""
-    _check_unique(name for name, _ in configs)
-    result: dict[str, str] = {}
-    for name, value in configs:
-        if value is None:
-            raise ConfigProblem(ErrorCode.invalid_request, f"Null value not supported for : {name}")
-        result[name] = value
-    problem = topic_config.validate(result) if validate else None
-    if problem:
-        raise ConfigProblem(ErrorCode.invalid_config, problem)
-    return result
-
-
-def group_entries(own: Mapping[str, str], settings: Settings) -> list[ConfigEntry]:
-    """A group's configs as Kafka describes them: every group config, GROUP_CONFIG where the
-    group overrides it, else DEFAULT_CONFIG with the broker config it comes from."""
-    kinds = {"int": ConfigType.INT, "string": ConfigType.STRING, "boolean": ConfigType.BOOLEAN}
-    entries = []
-    for name, spec in sorted(group_configs.SPECS.items()):
-        default = spec.default(settings)
-        fallback = Synonym(spec.broker_name or name, default, ConfigSource.DEFAULT_CONFIG)
-        if name in own:
-            value, source = own[name], ConfigSource.GROUP_CONFIG
-            synonyms: tuple[Synonym, ...] = (Synonym(name, value, source), fallback)
-        else:
-            value, source, synonyms = default, ConfigSource.DEFAULT_CONFIG, (fallback,)
-        entries.append(ConfigEntry(name, value, source, False, kinds[spec.kind], synonyms))
-    return entries
 
 
 def _check_group_name(name: str) -> None:
@@ -607,13 +166,11 @@ async def _entries_for(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
 
 async def _mirror_entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
     """Mirrors as a config resource (KIP-1279 admin, see lakelog.mirror.admin)."""
-    from lakelog.mirror import admin
-
     try:
-        found = await admin.describe(
+        found = await mirror_admin.describe(
             ctx.broker, resource.resource_name, resource.configuration_keys
         )
-    except admin.MirrorAdminError as exc:
+    except mirror_admin.MirrorAdminError as exc:
         raise ConfigProblem(exc.error, exc.message) from None
     source = ConfigSource.DYNAMIC_BROKER_CONFIG
     return [ConfigEntry(e.name, e.value, source, True, ConfigType.STRING, ()) for e in found]
@@ -687,12 +244,12 @@ async def _alter_one(
         await _alter_broker(ctx, resource, validate_only, incremental)
         return ErrorCode.none, None
     if resource.resource_type == MIRROR_RESOURCE and incremental:
-        from lakelog.mirror import admin
-
         ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
         try:
-            message = await admin.alter(ctx.broker, resource.resource_name, ops, validate_only)
-        except admin.MirrorAdminError as exc:
+            message = await mirror_admin.alter(
+                ctx.broker, resource.resource_name, ops, validate_only
+            )
+        except mirror_admin.MirrorAdminError as exc:
             raise ConfigProblem(exc.error, exc.message) from None
         return ErrorCode.none, message
     if resource.resource_type == GROUP_RESOURCE:

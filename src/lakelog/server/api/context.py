@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
+from lakelog.log.protocol.kio_build import build as build
 from lakelog.security.principal import ANONYMOUS
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.server.api.services import BrokerServices
     from lakelog.server.connection import Turn
 
 
@@ -22,7 +23,8 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
-    broker: Broker
+    broker: BrokerServices
+    """The parts of the broker handlers use (`services.BrokerServices`; the Broker is one)."""
     peer: str = ""
     turn: Turn | None = None
     """The request's place in its connection's order (see `net.server.Turn`)."""
@@ -41,9 +43,3 @@ class RequestContext:
     def schema(self) -> ModuleType:
         """The kio response module for this API version (holds the nested classes)."""
         return load_payload_module(self.api_key, self.api_version, EntityType.response)
-
-
-def build(cls: type, **fields: Any) -> Any:
-    """Instantiate a kio dataclass with only the fields its version has."""
-    names = cls.__dataclass_fields__
-    return cls(**{k: v for k, v in fields.items() if k in names})

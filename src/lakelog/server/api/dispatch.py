@@ -37,14 +37,14 @@ from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import Pacer
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.server.api.services import BrokerServices
 
 log = logging.getLogger(__name__)
 _clipped = RateLimitedLog(log)
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self._broker = broker
 
     def __call__(

@@ -8,14 +8,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lakelog.pipeline.planning import chunked, deletable, file_delete_cutoff
 from lakelog.server.cluster.outage import log_failure
 from lakelog.util import metrics
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.config import Settings
+    from lakelog.coordinator.interface import BatchCoordinator
+    from lakelog.log.fetch.cache import BatchCache
+    from lakelog.log.storage.store import ObjectStorage
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +26,21 @@ FILES_PER_ROUND = 1000
 """Objects checked and deleted per round (S3 deletes up to 1000 keys per request)."""
 
 
+class CleanerHost(Protocol):
+    """What the file cleaner uses of the broker (the Broker is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def coordinator(self) -> BatchCoordinator: ...
+    @property
+    def storage(self) -> ObjectStorage: ...
+    @property
+    def cache(self) -> BatchCache: ...
+
+
 class FileCleaner:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: CleanerHost) -> None:
         self._broker = broker
 
     async def run_once(self) -> int:

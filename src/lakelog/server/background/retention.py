@@ -8,14 +8,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lakelog.pipeline.planning import chunked, retention_policies
 from lakelog.server.cluster.outage import log_failure
 from lakelog.util import metrics
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.config import Settings
+    from lakelog.coordinator.interface import BatchCoordinator
 
 __all__ = ["RetentionLoop", "retention_policies"]
 
@@ -25,8 +26,17 @@ POLICIES_PER_CALL = 1000
 """Partitions per coordinator call: bounds one transaction's size and lock time."""
 
 
+class RetentionHost(Protocol):
+    """What the retention loop uses of the broker (the Broker is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def coordinator(self) -> BatchCoordinator: ...
+
+
 class RetentionLoop:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: RetentionHost) -> None:
         self._broker = broker
 
     async def run_once(self) -> int:

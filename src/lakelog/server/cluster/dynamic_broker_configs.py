@@ -18,13 +18,14 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lakelog.server.cluster.outage import log_failure
 
 if TYPE_CHECKING:
     from lakelog.config import Settings
-    from lakelog.server.broker import Broker
+    from lakelog.coordinator.interface import BatchCoordinator
+    from lakelog.server.listener import Server
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +86,24 @@ def layered(static: Settings, cluster: Mapping[str, str], own: Mapping[str, str]
     return static.model_copy(update=update) if update else static
 
 
+class DynamicConfigsHost(Protocol):
+    """What dynamic broker configs use of the broker (the Broker is one). `settings` is
+    written: applying a change replaces the broker's settings with the layered result."""
+
+    settings: Settings
+
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def coordinator(self) -> BatchCoordinator: ...
+    @property
+    def server(self) -> Server: ...
+
+
 class DynamicBrokerConfigs:
     """This broker's dynamic layers; `broker.settings` is always the layered result."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: DynamicConfigsHost) -> None:
         self._broker = broker
         self.static = broker.settings
         self.cluster: dict[str, str] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lakelog.coordinator.log_types import PartitionKey
 from lakelog.coordinator.txn_types import TxnState
@@ -23,7 +23,11 @@ from lakelog.util import metrics
 from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from lakelog.server.broker import Broker
+    from lakelog.config import Settings
+    from lakelog.coordinator.interface import BatchCoordinator
+    from lakelog.coordinator.topic_types import BrokerInfo
+    from lakelog.log.fetch.waiter import CommitWaiter
+    from lakelog.server.topics import TopicCache
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +35,24 @@ MAX_SAMPLED_TRANSACTIONS = 1000
 """At most this many ongoing transactions are described per tick for the LSO lag gauge."""
 
 
+class TimeoutsHost(Protocol):
+    """What transaction timeouts use of the broker (the Broker is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def coordinator(self) -> BatchCoordinator: ...
+    @property
+    def topics(self) -> TopicCache: ...
+    @property
+    def waiter(self) -> CommitWaiter: ...
+    async def live_brokers(self) -> list[BrokerInfo]: ...
+
+
 class TransactionTimeouts:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: TimeoutsHost) -> None:
         self._broker = broker
         self._lag_labels: set[tuple[str, str]] = set()
 
