@@ -8,8 +8,8 @@
 # Ctrl-C does) or `make` (make's process alone, as `kill -INT <make pid>`). Then waits for make
 # to exit (at most 120 s), waits 5 s more and prints every process of the run still alive:
 # any carrying this check's marker in its environment, or with its working directory or
-# command line in this repository or in the temp dirs the run created. Exits 1 if there is
-# any (and then kills them), 0 if none. make's output goes to $LOG (default
+# command line in this repository or in the run's temp dir (LLTEST_RUN). Exits 1 if there is
+# any (it kills nothing itself), 0 if none. make's output goes to $LOG (default
 # /tmp/check-interrupt.<pid>.log).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,6 @@ case "$sig" in INT | TERM) ;; *) echo "SIGNAL is INT or TERM" >&2; exit 2 ;; esa
 case "$target" in group | make) ;; *) echo "TARGET is group or make" >&2; exit 2 ;; esac
 log=${LOG:-/tmp/check-interrupt.$$.log}
 mark="check-interrupt-$$-$RANDOM"
-before=$(ls -d /tmp/lakelog-test.* /tmp/lakelog-pg.* 2>/dev/null | sort)
 
 # The marker is inherited by make and everything below it. An async command of a
 # non-interactive shell ignores SIGINT: undo that, so make handles it as at a terminal.
@@ -37,6 +36,10 @@ if ! kill -0 "$make_pid" 2>/dev/null; then
   echo "make test ended before the signal (see $log)" >&2
   exit 2
 fi
+# This run's temp dir: run-tests.sh exports it as LLTEST_RUN to everything it starts.
+run_dirs=$(grep -lzx "CHECK_INTERRUPT_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null \
+  | xargs -r cat 2>/dev/null | tr '\0' '\n' | sed -n 's/^LLTEST_RUN=//p' | sort -u)
+echo "the run's temp dir: ${run_dirs:-(none found)}"
 if [ "$target" = group ]; then
   echo "$(date -u +%T) kill -$sig -- -$make_pid   (make's process group)"
   kill "-$sig" -- "-$make_pid"
@@ -65,9 +68,8 @@ while [ "$pid" -gt 1 ]; do
   pid=$(awk '/^PPid:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 1)
   skip+="$pid "
 done
-new_dirs=$(comm -13 <(echo "$before") <(ls -d /tmp/lakelog-test.* /tmp/lakelog-pg.* 2>/dev/null | sort))
 ours() {
-  local dir pid cwd cmd dirs=("$repo" $new_dirs)
+  local dir pid cwd cmd d dirs=("$repo" $run_dirs)
   for dir in /proc/[0-9]*; do
     pid=${dir#/proc/}
     [[ "$skip" == *" $pid "* || "$pid" = "$BASHPID" ]] && continue
@@ -87,14 +89,12 @@ ours() {
 }
 left=$(ours | sort -n | tr '\n' ' ')
 echo "$ ps -eo pid,pgid,etime,cmd | grep -E 'lakelog|postgres|moto|pytest|spark' | grep -v grep"
-echo "  (only processes of this run: marker in environ, cwd or cmdline under $repo or $new_dirs)"
+echo "  (only this run's: its marker in the environment, cwd or command line in $repo or ${run_dirs:-its temp dir})"
 if [ -z "${left// /}" ]; then
   echo "nothing left"
   exit 0
 fi
 # shellcheck disable=SC2086
 ps -o pid,pgid,etime,cmd -p ${left// /,}
-echo "LEFT RUNNING: ${left}(killing them now)"
-# shellcheck disable=SC2086
-kill -KILL $left 2>/dev/null
+echo "LEFT RUNNING: ${left}(not killed: look, then kill them by pid)"
 exit 1

@@ -56,6 +56,7 @@ wait_gone() {  # wait_gone SECONDS PID...: until none is alive, or SECONDS have 
 }
 
 cleanup() {
+  set +e  # every step, whatever the one before did
   [ -n "$cleaned" ] && return
   cleaned=1
   [ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
@@ -84,6 +85,7 @@ cleanup() {
   rm -rf "$workdir"
 }
 interrupted() {
+  set +e
   echo "run-tests.sh: $1: stopping the tests and the servers they use" >&2
   cleanup
   trap - "$1" EXIT
