@@ -6,7 +6,7 @@
 # Starts `make test` in a session of its own, sends SIGNAL (INT or TERM; default INT) after
 # DELAY seconds (default 60) to TARGET: `group` (default; make's whole process group, as
 # Ctrl-C does) or `make` (make's process alone, as `kill -INT <make pid>`). Then waits for make
-# to exit (at most 120 s), waits 5 s more and prints every process of the run still alive:
+# to exit (at most 120 s), waits 20 s more and prints every process of the run still alive:
 # any carrying this check's marker in its environment, or with its working directory or
 # command line in this repository or in the run's temp dir (LLTEST_RUN). Exits 1 if there is
 # any (it kills nothing itself), 0 if none. make's output goes to $LOG (default
@@ -58,7 +58,7 @@ if kill -0 "$make_pid" 2>/dev/null; then
 else
   echo "$(date -u +%T) make exited with $make_rc"
 fi
-sleep 5
+sleep 20
 
 # Not this script nor the shells above it (their working directory may be this repo).
 cd /
@@ -87,14 +87,14 @@ ours() {
     done
   done
 }
-left=$(ours | sort -n | tr '\n' ' ')
+left=$(ours | sort -n | tr '\n' ' ' | sed 's/ *$//')
 echo "$ ps -eo pid,pgid,etime,cmd | grep -E 'lakelog|postgres|moto|pytest|spark' | grep -v grep"
 echo "  (only this run's: its marker in the environment, cwd or command line in $repo or ${run_dirs:-its temp dir})"
-if [ -z "${left// /}" ]; then
+if [ -z "$left" ]; then
   echo "nothing left"
   exit 0
 fi
 # shellcheck disable=SC2086
 ps -o pid,pgid,etime,cmd -p ${left// /,}
-echo "LEFT RUNNING: ${left}(not killed: look, then kill them by pid)"
+echo "LEFT RUNNING: $left (not killed: look, then kill them by pid)"
 exit 1

@@ -59,6 +59,9 @@ cleanup() {
   set +e  # every step, whatever the one before did
   [ -n "$cleaned" ] && return
   cleaned=1
+  # A second signal (make passes SIGTERM on to this shell, which got it already when the
+  # whole group was signalled) must not cut the cleanup short.
+  trap '' INT TERM HUP
   [ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
   # pytest turns SIGTERM into KeyboardInterrupt (tests/conftest.py), so its fixtures stop
   # the brokers, clusters and servers they started; those still alive after 20 s are killed.
@@ -90,6 +93,7 @@ interrupted() {
   cleanup
   trap - "$1" EXIT
   kill -s "$1" $$  # die of the signal, as callers (make, a shell) expect
+  exit $((128 + $(kill -l "$1")))
 }
 trap cleanup EXIT
 trap 'interrupted INT' INT
