@@ -63,11 +63,14 @@ cleanup() {
   # whole group was signalled) must not cut the cleanup short.
   trap '' INT TERM HUP
   [ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
-  # pytest turns SIGTERM into KeyboardInterrupt (tests/conftest.py), so its fixtures stop
-  # the brokers, clusters and servers they started; those still alive after 20 s are killed.
+  # pytest turns SIGTERM into KeyboardInterrupt (tests/support/reaper.py), so its fixtures
+  # stop the brokers, clusters and servers they started; one still alive after 10 s is killed.
   if [ ${#pytests[@]} -gt 0 ]; then
-    kill -TERM "${pytests[@]}" 2>/dev/null || true
-    wait_gone 20 "${pytests[@]}" || kill -KILL "${pytests[@]}" 2>/dev/null || true
+    kill -TERM "${pytests[@]}" 2>/dev/null
+    if ! wait_gone 10 "${pytests[@]}"; then
+      echo "run-tests.sh: pytest still running 10 s after SIGTERM: SIGKILL" >&2
+      kill -KILL "${pytests[@]}" 2>/dev/null
+    fi
   fi
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   bash scripts/postgres.sh stop "$pgdir" || true
@@ -76,6 +79,9 @@ cleanup() {
   local left
   left=$(marked)
   if [ -n "$left" ]; then
+    echo "run-tests.sh: stopping what the tests left running:" >&2
+    # shellcheck disable=SC2086
+    ps -o pid=,args= -p "$(echo $left | tr ' ' ,)" 2>/dev/null | cut -c1-160 >&2
     # shellcheck disable=SC2086
     kill -TERM $left 2>/dev/null || true
     # shellcheck disable=SC2086

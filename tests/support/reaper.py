@@ -7,7 +7,7 @@ fixtures' finalizers on KeyboardInterrupt, not when it is killed by SIGTERM (whi
 
 - SIGTERM raises KeyboardInterrupt in the main thread, once: pytest ends the session the way
   Ctrl-C does and the finalizers run. Later signals are ignored so they cannot cut the
-  teardown short (run-tests.sh SIGKILLs a pytest still alive 20 s later). Under run-tests.sh
+  teardown short (run-tests.sh SIGKILLs a pytest still alive 10 s later). Under run-tests.sh
   (`LLTEST_RUN` set) SIGINT counts the same, so its Ctrl-C and its SIGTERM do not interrupt
   each other's teardown; a bare pytest keeps pytest's own SIGINT handling.
 - At exit, any child process still alive (with its process group when it leads one) gets
