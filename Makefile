@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test bench bench-cluster faults fuzz lint venv clean
+.PHONY: serve test docs bench bench-cluster faults fuzz lint venv clean
 
 venv: $(STAMP)
 
@@ -19,6 +19,12 @@ serve: venv
 
 test: venv
 	bash scripts/run-tests.sh
+
+# docs/configuration.md from the code (src/lakelog/config.py); a test fails when it is stale.
+docs: venv
+	mkdir -p docs
+	$(BIN)/python -m lakelog.cli.config_reference > docs/configuration.md.tmp
+	mv docs/configuration.md.tmp docs/configuration.md
 
 # The long fault run (minutes per backend): kills, stops, PostgreSQL and S3 faults, a table.
 faults: venv

@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import reaper
+
+reaper.install()
+
 POSTGRES_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "postgres.sh"
 
 

@@ -115,37 +115,64 @@ class Settings(BaseSettings):
         env_prefix="LAKELOG_", toml_file="lakelog.toml", extra="ignore"
     )
 
+    # broker
     listen: str = "127.0.0.1:9092"
+    """HOST:PORT the Kafka listener binds (an empty HOST: every interface)."""
     advertised: str | None = None
+    """HOST:PORT this broker gives clients in Metadata; default: `listen` (a host name is
+    turned into its IPv4 address)."""
     data_dir: Path = Path("./lakelog-data")
+    """Directory of the embedded coordinator (SQLite) and object store, used when
+    `coordinator_url` / `storage_url` are not set."""
     broker_id: int = 0
+    """This broker's id (0 or more), unique in the cluster."""
     rack: str | None = None
+    """broker.rack: the availability zone of this broker, for zone-aware routing of clients
+    that give theirs (client.rack)."""
     storage_url: str | None = None
-    """Default: file://<data_dir>/objects."""
+    """Where the objects live: `file:///abs/dir`, `memory://`, `s3://bucket/prefix`, `gs://...`
+    or `az://...`. Default: `file://<data_dir>/objects`."""
     coordinator_url: str | None = None
-    """Default: sqlite:///<data_dir>/coordinator.sqlite3."""
+    """The batch coordinator's database: `sqlite:///abs/path.sqlite3` or
+    `postgresql://user@host:port/db`. Default: `sqlite:///<data_dir>/coordinator.sqlite3`."""
     coordinator_pool_timeout_ms: int = 5_000
     """PostgreSQL: the longest a request waits for a pooled database connection. During a
     database outage each request waits this long, then is answered with a retriable
     error: keep it well under clients' request.timeout.ms (30 s)."""
     metrics_listen: str | None = None
+    """HOST:PORT for the Prometheus `/metrics` endpoint; unset: none."""
     console_listen: str | None = None
     """HOST:PORT for the read-only web console inside this broker (`lakelog console`)."""
     console_command_config: Path | None = None
     """Client properties (as `--command-config`) the in-broker console connects to this
     broker's listener with: needed when the listener asks for TLS or a login."""
     console_user: str | None = None
+    """HTTP basic auth user for the in-broker console (with `console_password_file`)."""
     console_password_file: Path | None = None
-    """HTTP basic auth for the in-broker console (as `lakelog console --console-user`)."""
+    """A file whose first line is `console_user`'s password: HTTP basic auth for the in-broker
+    console (as `lakelog console --console-user --console-password-file`)."""
     cluster_id: str = "lakelog-cluster-0000000"
+    """The cluster id told to clients (Metadata, DescribeCluster)."""
 
     # topics
     auto_create_topics_enable: bool = True
+    """auto.create.topics.enable: a Metadata request naming a missing topic (and allowing
+    auto-creation) creates it."""
     num_partitions: int = 1
+    """num.partitions: partitions of an auto-created topic, and of a CreateTopics that leaves
+    the count to the broker (-1)."""
     default_replication_factor: int = 1
+    """default.replication.factor: the replication factor recorded and reported for topics
+    created without one (the object store keeps the copies, not the brokers)."""
     message_max_bytes: int = 1 * MiB + 12
+    """message.max.bytes: the default max.message.bytes of topics (largest record batch
+    accepted)."""
     log_retention_ms: int = 7 * 24 * 3600 * 1000
+    """log.retention.ms: the default retention.ms of topics; older records are deleted
+    (-1: kept forever)."""
     log_retention_bytes: int = -1
+    """log.retention.bytes: the default retention.bytes of topics; a partition larger than
+    this loses its oldest records (-1: no limit)."""
     max_partitions_per_topic: int = 5_000
     """A topic may have at most this many partitions (CreateTopics, CreatePartitions,
     auto-creation): more get POLICY_VIOLATION. Kafka has no such cap; ours keeps one topic
@@ -162,12 +189,15 @@ class Settings(BaseSettings):
 
     # network
     socket_request_max_bytes: int = 100 * MiB
+    """socket.request.max.bytes: a request frame announced larger than this closes its
+    connection with a log line."""
     non_produce_request_max_bytes: int = 8 * MiB
     """Requests other than Produce larger than this get INVALID_REQUEST without being
     decoded (no Kafka equivalent): a body of millions of tiny entries costs seconds of the
     event loop to check and decode, and no client needs that much outside Produce (8 MiB
     is a Fetch or OffsetCommit of some 250,000 partitions)."""
     max_connections: int = 10_000
+    """max.connections: connections the broker holds at once; further ones are refused."""
     max_connections_per_ip: int = 1_000
     """max.connections.per.ip (Kafka: 2147483647, i.e. none): further connections from one
     address are refused with a log line. A tenth of `max_connections`, so one host (or a
@@ -190,7 +220,9 @@ class Settings(BaseSettings):
     it). Kafka has no such setting (its idle timeout counts any byte as activity); 30 s is
     clients' request.timeout.ms, after which they give up on the request anyway."""
     max_inflight_requests_per_connection: int = 1000
+    """Requests of one connection in progress at once (pipelined); reading waits for room."""
     max_inflight_bytes_per_connection: int = 64 * MiB
+    """Bytes of requests of one connection in progress at once; reading waits for room."""
 
     # listener security (off by default; see lakelog.security.listener)
     listener_security_protocol: str = "PLAINTEXT"
@@ -198,12 +230,16 @@ class Settings(BaseSettings):
     ssl_certificate_location: Path | None = None
     """The listener's PEM certificate chain (SSL, SASL_SSL)."""
     ssl_key_location: Path | None = None
+    """The listener's PEM private key (SSL, SASL_SSL)."""
     ssl_key_password: str | None = None
+    """Password of `ssl_key_location`, when the key is encrypted."""
     ssl_client_auth: str = "none"
     """ssl.client.auth: none | requested | required (client certificates)."""
     ssl_ca_location: Path | None = None
     """PEM CA bundle that signs client certificates (with ssl.client.auth)."""
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    """sasl.enabled.mechanisms: the SASL mechanisms offered, comma separated (PLAIN,
+    SCRAM-SHA-256, SCRAM-SHA-512)."""
     sasl_users: Path | None = None
     """A file of `user:password` lines (PLAIN and SCRAM; SCRAM credentials are derived at
     start-up). Optional with a SCRAM mechanism: SCRAM users may live in the coordinator
@@ -250,24 +286,42 @@ class Settings(BaseSettings):
     than load and PUTs per GiB fall (about 180 at 50 MiB/s; full objects at full speed).
     Raise it to trade PUTs for latency at moderate load."""
     produce_max_sealed_buffers: int = 4
+    """Sealed WAL buffers waiting for their upload, at most; further produce waits for room."""
     produce_upload_retries: int = 3
+    """Not read at present (WAL uploads are not retried by count); kept so files that set
+    it stay valid."""
     produce_commit_retry_ms: int = 25_000
     """A commit that fails (coordinator outage) is retried, its outcome checked first, for
     this long before its batches fail; below clients' request.timeout.ms (30 s)."""
 
     # fetch
     fetch_cache_max_bytes: int = 256 * MiB
+    """Memory for the cache of recent batches, which tailing consumers read instead of
+    object storage."""
     fetch_max_bytes: int = 55 * MiB
+    """The most bytes one Fetch or ShareFetch answer carries, whatever the client asks."""
     fetch_poll_interval_ms: int = 50
+    """How often a waiting Fetch (long poll) asks the coordinator for newly committed batches."""
 
     # consumer groups
     group_initial_rebalance_delay_ms: int = 3000
+    """group.initial.rebalance.delay.ms: a new classic group waits this long for more members
+    before its first rebalance."""
     group_min_session_timeout_ms: int = 6000
+    """group.min.session.timeout.ms: the shortest session.timeout.ms a classic group member
+    may ask for."""
     group_max_session_timeout_ms: int = 1_800_000
+    """group.max.session.timeout.ms: the longest session.timeout.ms a classic group member may
+    ask for."""
     offsets_retention_minutes: int = 7 * 24 * 60
+    """offsets.retention.minutes: committed offsets of empty groups older than this are
+    deleted."""
     offsets_retention_check_interval_ms: int = 600_000
+    """offsets.retention.check.interval.ms: how often expired offsets are deleted."""
     offset_metadata_max_bytes: int = 4096
+    """offset.metadata.max.bytes: the longest metadata string an offset commit may carry."""
     group_lag_interval_ms: int = 10_000
+    """How often each broker updates the consumer lag of the groups it coordinates (metrics)."""
     group_consumer_session_timeout_ms: int = 45_000
     """group.consumer.session.timeout.ms: a KIP-848 (group.protocol=consumer) member that
     sends no heartbeat for this long leaves the group."""
@@ -280,29 +334,59 @@ class Settings(BaseSettings):
     group_consumer_max_size: int = 2**31 - 1
     """group.consumer.max.size: members a KIP-848 consumer group may have."""
     group_consumer_min_session_timeout_ms: int = 45_000
+    """group.consumer.min.session.timeout.ms: lower bound of a group's
+    consumer.session.timeout.ms."""
     group_consumer_max_session_timeout_ms: int = 60_000
+    """group.consumer.max.session.timeout.ms: upper bound of a group's
+    consumer.session.timeout.ms."""
     group_consumer_min_heartbeat_interval_ms: int = 5_000
+    """group.consumer.min.heartbeat.interval.ms: lower bound of a group's
+    consumer.heartbeat.interval.ms."""
     group_consumer_max_heartbeat_interval_ms: int = 15_000
-    """The bounds a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms
-    (group configs, resource type 32) must respect."""
+    """group.consumer.max.heartbeat.interval.ms: upper bound of a group's
+    consumer.heartbeat.interval.ms. (These four bound the group configs, resource type 32.)"""
     group_share_session_timeout_ms: int = 45_000
+    """group.share.session.timeout.ms: a share group member that sends no heartbeat for this
+    long leaves the group (the default of the group config share.session.timeout.ms)."""
     group_share_min_session_timeout_ms: int = 45_000
+    """group.share.min.session.timeout.ms: lower bound of a group's share.session.timeout.ms."""
     group_share_max_session_timeout_ms: int = 60_000
+    """group.share.max.session.timeout.ms: upper bound of a group's share.session.timeout.ms."""
     group_share_heartbeat_interval_ms: int = 5_000
+    """group.share.heartbeat.interval.ms, told to share group members (the default of the
+    group config share.heartbeat.interval.ms)."""
     group_share_min_heartbeat_interval_ms: int = 5_000
+    """group.share.min.heartbeat.interval.ms: lower bound of a group's
+    share.heartbeat.interval.ms."""
     group_share_max_heartbeat_interval_ms: int = 15_000
+    """group.share.max.heartbeat.interval.ms: upper bound of a group's
+    share.heartbeat.interval.ms."""
     group_share_record_lock_duration_ms: int = 30_000
     """group.share.record.lock.duration.ms: how long a share consumer holds the records it
     acquired before they go to another consumer."""
     group_share_min_record_lock_duration_ms: int = 15_000
+    """group.share.min.record.lock.duration.ms: lower bound of a group's
+    share.record.lock.duration.ms."""
     group_share_max_record_lock_duration_ms: int = 60_000
+    """group.share.max.record.lock.duration.ms: upper bound of a group's
+    share.record.lock.duration.ms."""
     group_share_delivery_count_limit: int = 5
     """group.share.delivery.count.limit: deliveries of one record before it is archived."""
     group_share_min_delivery_count_limit: int = 2
+    """group.share.min.delivery.count.limit: lower bound of a group's
+    share.delivery.count.limit."""
     group_share_max_delivery_count_limit: int = 10
+    """group.share.max.delivery.count.limit: upper bound of a group's
+    share.delivery.count.limit."""
     group_share_partition_max_record_locks: int = 2_000
+    """group.share.partition.max.record.locks: records of one partition a share group may
+    hold acquired at once (the default of share.partition.max.record.locks)."""
     group_share_min_partition_max_record_locks: int = 100
+    """group.share.min.partition.max.record.locks: lower bound of a group's
+    share.partition.max.record.locks."""
     group_share_max_partition_max_record_locks: int = 10_000
+    """group.share.max.partition.max.record.locks: upper bound of a group's
+    share.partition.max.record.locks."""
 
     # transactions
     transaction_max_timeout_ms: int = 900_000
@@ -314,9 +398,14 @@ class Settings(BaseSettings):
 
     # background
     retention_check_interval_ms: int = 30_000
+    """How often each broker applies retention and deletes the objects no longer needed."""
     file_delete_grace_ms: int = 60_000
+    """An object no longer referenced is deleted only this long after (reads in flight may
+    still need it)."""
     broker_heartbeat_interval_ms: int = 2_000
+    """How often each broker sends its heartbeat to the coordinator."""
     broker_session_timeout_ms: int = 30_000
+    """broker.session.timeout.ms: a broker whose last heartbeat is this old is fenced."""
     broker_fenced_linger_ms: int = 60_000
     """A broker fenced for missing its session is still named in Metadata (leading no
     partition) this long, so clients keep its connection and their requests in flight
@@ -359,7 +448,10 @@ class Settings(BaseSettings):
     mirror_fetch_max_bytes: int = 8 * MiB
     """Bytes one mirror Fetch asks for (bounded by half the in-flight cap)."""
     mirror_partition_fetch_max_bytes: int = 1 * MiB
+    """Bytes per partition one mirror Fetch asks for."""
     mirror_fetch_max_wait_ms: int = 500
+    """The longest a round of mirror Fetches waits at the source for data (shared among the
+    round's requests)."""
     mirror_fetch_max_partitions: int = 1000
     """Partitions per mirror Fetch request (more are spread over rounds)."""
     mirror_throttle_bytes_per_sec: int = 0
@@ -368,6 +460,7 @@ class Settings(BaseSettings):
     """How long a partition lease lasts without renewal: a dead owner's partitions move
     after this (or the broker session timeout, whichever is longer)."""
     mirror_lease_renew_ms: int = 2_000
+    """How often a broker renews its mirror partition leases (well under `mirror_lease_ms`)."""
     mirror_metadata_refresh_interval_ms: int = 30_000
     """mirror.metadata.refresh.interval.ms: new source topics and partitions follow."""
     mirror_group_sync_interval_ms: int = 5_000
@@ -376,6 +469,7 @@ class Settings(BaseSettings):
     mirror_state_report_interval_ms: int = 5_000
     """Lag figures are written to the coordinator this often (state changes at once)."""
 
+    # fault injection (tests only)
     fault_commit_delay_ms: int = 0
     """Fault injection for tests only: wait this long between upload and commit."""
     fault_ack_delay_ms: int = 0
