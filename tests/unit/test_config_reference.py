@@ -7,10 +7,7 @@ import difflib
 import re
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from lakelog.cli.config_reference import REGENERATE, field_docs, render, serve_flags
-from lakelog.cli.main import app
 from lakelog.config import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
@@ -56,13 +53,6 @@ def test_serve_flags_are_the_options_named_as_settings() -> None:
     assert flags["coordinator_url"] == "--coordinator-url"
     assert "log_level" not in flags and "brokers" not in flags  # not settings
     assert '| `listen` | `"127.0.0.1:9092"` | `LAKELOG_LISTEN` | `--listen` |' in render()
-
-
-def test_hidden_command_prints_the_reference() -> None:
-    result = CliRunner().invoke(app, ["config-reference"])
-    assert result.exit_code == 0, result.output
-    assert result.output == render()
-    assert "config-reference" not in CliRunner().invoke(app, ["--help"]).output
 
 
 def test_no_shell_block_runs_lakelog_or_kcat() -> None:

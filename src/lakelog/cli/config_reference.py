@@ -3,7 +3,6 @@ env var, `lakelog serve` flag, `lakelog.toml` key and meaning (the field's docst
 by the section comments of `lakelog/config.py`; then the topic configs Lakelog honours.
 
     python -m lakelog.cli.config_reference > docs/configuration.md   (or: make docs)
-    lakelog config-reference                                          (hidden command)
 """
 
 from __future__ import annotations

@@ -103,14 +103,6 @@ app.add_typer(
 )
 
 
-@app.command("config-reference", hidden=True)
-def config_reference() -> None:
-    """Print docs/configuration.md (every setting, its env var, flag and default)."""
-    from lakelog.cli.config_reference import render
-
-    typer.echo(render(), nl=False)
-
-
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
