@@ -140,7 +140,10 @@ class Settings(BaseSettings):
     database outage each request waits this long, then is answered with a retriable
     error: keep it well under clients' request.timeout.ms (30 s)."""
     metrics_listen: str | None = None
-    """HOST:PORT for the Prometheus `/metrics` endpoint; unset: none."""
+    """HOST:PORT for the Prometheus `/metrics` endpoint. Unset: 127.0.0.1 at the listener's
+    port + 1000 (10092 for 9092), or any free port when that one is taken (a warning says
+    which); the address is logged at start and reported to `lakelog console` and `lakelog
+    cost`. Empty (`--metrics-listen ""`): no endpoint."""
     console_listen: str | None = None
     """HOST:PORT for the read-only web console inside this broker (`lakelog console`)."""
     console_command_config: Path | None = None
@@ -469,6 +472,24 @@ class Settings(BaseSettings):
     mirror_state_report_interval_ms: int = 5_000
     """Lag figures are written to the coordinator this often (state changes at once)."""
 
+    # `serve --brokers N` (the supervisor)
+    supervisor_restart_backoff_ms: int = 1_000
+    """`serve --brokers N`: how long after a broker process died of a signal or a non-zero
+    exit it is started again; doubled for each further restart within
+    `supervisor_restart_interval_ms` (systemd's Restart=on-failure with RestartSec)."""
+    supervisor_restart_backoff_max_ms: int = 30_000
+    """The longest wait before a restart, however often the broker died."""
+    supervisor_restart_limit: int = 5
+    """A broker that died more than this many times within `supervisor_restart_interval_ms`
+    crash-loops: it is left down (logged) and `serve` exits non-zero once stopped
+    (systemd's StartLimitBurst). 0: never restart."""
+    supervisor_restart_interval_ms: int = 300_000
+    """The window `supervisor_restart_limit` counts restarts in (StartLimitIntervalSec)."""
+    supervisor_stop_timeout_ms: int = 80_000
+    """On SIGTERM/SIGINT, how long `serve --brokers N` waits for its brokers to finish their
+    graceful shutdown before it SIGKILLs the rest (and exits non-zero). Under systemd's
+    default TimeoutStopSec (90 s)."""
+
     # fault injection (tests only)
     fault_commit_delay_ms: int = 0
     """Fault injection for tests only: wait this long between upload and commit."""
@@ -484,10 +505,29 @@ class Settings(BaseSettings):
     def _listen(cls, value: str) -> str:
         return check_host_port(value)
 
-    @field_validator("advertised", "metrics_listen", "console_listen")
+    @field_validator("advertised", "console_listen")
     @classmethod
     def _optional_address(cls, value: str | None) -> str | None:
         return None if value is None else check_host_port(value)
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _metrics_address(cls, value: str | None) -> str | None:
+        """Empty turns the endpoint off, so it is not an address to check."""
+        return value if not value else check_host_port(value)
+
+    @field_validator(
+        "supervisor_restart_backoff_ms",
+        "supervisor_restart_backoff_max_ms",
+        "supervisor_restart_limit",
+        "supervisor_restart_interval_ms",
+        "supervisor_stop_timeout_ms",
+    )
+    @classmethod
+    def _not_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("0 or more")
+        return value
 
     @field_validator("storage_url")
     @classmethod

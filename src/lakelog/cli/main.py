@@ -155,29 +155,24 @@ def _check_before_start(settings: Settings, brokers: int) -> None:
 
 async def _serve(settings: Settings) -> None:
     import lakelog.server.api  # noqa: F401  (registers the handlers)
+    from lakelog.cli.serve_metrics import announce, start_metrics
     from lakelog.cli.web_console import start_console
     from lakelog.server.broker import Broker
-    from lakelog.server.metrics_server import PIPELINE_RUNS_SHOWN, start_metrics_server
+    from lakelog.server.metrics_server import PIPELINE_RUNS_SHOWN
     from lakelog.util.runtime import tune_gc
 
+    metrics_server, settings = await start_metrics(
+        settings, lambda: broker.coordinator.pipeline_runs(PIPELINE_RUNS_SHOWN)
+    )
     broker = Broker(settings)
     try:
         await broker.start()
     except OSError as exc:  # a port taken since the check, a directory gone...
+        if metrics_server is not None:
+            metrics_server.close()
         raise UserError(f"cannot start the broker: {describe(exc)}") from exc
     tune_gc()
-    metrics_server = None
-    if settings.metrics_listen:
-        try:
-            metrics_server = await start_metrics_server(
-                settings.metrics_listen,
-                lambda: broker.coordinator.pipeline_runs(PIPELINE_RUNS_SHOWN),
-            )
-        except OSError as exc:
-            await broker.stop()
-            raise UserError(
-                f"cannot listen on {settings.metrics_listen} (--metrics-listen): {describe(exc)}"
-            ) from exc
+    announce(settings, f"{broker.host}:{broker.port}")
     console = None
     if settings.console_listen:
         try:
@@ -217,7 +212,13 @@ def serve(
     ] = None,
     storage_url: StorageUrlOption = None,
     coordinator_url: CoordinatorUrlOption = None,
-    metrics_listen: Annotated[str | None, typer.Option(help="HOST:PORT for /metrics.")] = None,
+    metrics_listen: Annotated[
+        str | None,
+        typer.Option(
+            help="HOST:PORT for /metrics (default: 127.0.0.1 at the --listen port + 1000; "
+            "'' for none)."
+        ),
+    ] = None,
     console_listen: Annotated[
         str | None,
         typer.Option(help="HOST:PORT for the read-only web console (as `lakelog console`)."),
@@ -249,6 +250,7 @@ def serve(
     settings = build_settings(**given)
     racks = rack_list(settings.rack, brokers)
     _check_before_start(settings, brokers)
+    _configure_logging(level)
     if brokers > 1:
         from lakelog.server.cluster.supervisor import run_brokers
 
@@ -258,8 +260,7 @@ def serve(
             "data_dir": settings.data_dir,
             "log_level": level,
         }
-        raise typer.Exit(run_brokers(brokers, flags, racks))
-    _configure_logging(level)
+        raise typer.Exit(run_brokers(brokers, flags, racks, settings))
     os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", "4294967296")
     try:
         import uvloop

@@ -82,3 +82,43 @@ async def start_metrics_server(
         await _handle(reader, writer, pipeline_runs)
 
     return await asyncio.start_server(handle, host, port, limit=MAX_REQUEST_HEAD)
+
+
+DEFAULT_METRICS_OFFSET = 1000
+"""An unset `metrics_listen` serves on 127.0.0.1 at the listener's port + this (10092 for
+9092): predictable for a Prometheus scrape config, next to the broker it belongs to."""
+
+
+def default_metrics_listen(listen: str) -> str:
+    """The /metrics address of a broker listening on `listen` that named none (port 0,
+    any free one, when the listener's port is 0 or too high for the offset)."""
+    _, port = split_host_port(listen)
+    wanted = port + DEFAULT_METRICS_OFFSET if port else 0
+    return f"127.0.0.1:{wanted if wanted <= 65535 else 0}"
+
+
+def bound_address(server: asyncio.base_events.Server) -> str:
+    """HOST:PORT the server really listens on (its first socket)."""
+    host, port = server.sockets[0].getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def start_default_metrics_server(
+    listen: str, pipeline_runs: PipelineRuns | None = None
+) -> asyncio.base_events.Server:
+    """The endpoint of a broker that named none: at `default_metrics_listen(listen)`, or on
+    any free loopback port when that one is taken (another broker's, another program's).
+    The broker was not asked for this port, so it never keeps the broker from starting."""
+    wanted = default_metrics_listen(listen)
+    try:
+        return await start_metrics_server(wanted, pipeline_runs)
+    except OSError as exc:
+        server = await start_metrics_server("127.0.0.1:0", pipeline_runs)
+        log.warning(
+            "cannot serve /metrics on %s (%s): serving it on %s instead "
+            "(--metrics-listen HOST:PORT chooses, --metrics-listen '' turns it off)",
+            wanted,
+            exc.strerror or exc,
+            bound_address(server),
+        )
+        return server
