@@ -187,8 +187,10 @@ class BrokerProcess:
             "--data-dir",
             str(self.data_dir),
         ]
-        if self.metrics_port is not None:
-            cmd += ["--metrics-listen", f"{HOST}:{self.metrics_port}"]
+        # Without metrics=True no endpoint at all: the default one (the port + 1000) could
+        # take a port another test just picked as free for its own broker.
+        metrics = "" if self.metrics_port is None else f"{HOST}:{self.metrics_port}"
+        cmd += ["--metrics-listen", metrics]
         return cmd
 
     # -- lifecycle
