@@ -141,8 +141,8 @@ def discover_metrics(bootstrap: str) -> list[str]:
         urls, silent = await metrics_endpoints(client)
         if silent:
             raise UserError(
-                f"broker(s) {', '.join(silent)} serve no /metrics (start them with "
-                "--metrics-listen) or are not Lakelog; name the URLs with --metrics"
+                f"broker(s) {', '.join(silent)} serve no /metrics (started with "
+                "--metrics-listen '') or are not Lakelog; name the URLs with --metrics"
             )
         return urls
 
