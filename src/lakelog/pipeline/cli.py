@@ -23,7 +23,7 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichBar
 
-from lakelog.cli.common import UserError, describe, print_json, print_table, warn
+from lakelog.cli.common import UserError, debug_enabled, describe, print_json, print_table, warn
 from lakelog.cli.options import (
     CoordinatorUrlOption,
     DataDirOption,
@@ -137,6 +137,9 @@ def run_job(
     whose time counts everything from here on, Spark start-up included (also shown on
     its own). The run is recorded in the coordinator (`pipeline_runs`: the console's job
     history), failed or not. Errors end the command with one `error:` line (UserError)."""
+    from lakelog.pipeline import spark_quiet
+
+    spark_quiet.verbose = debug_enabled()
     started = time.monotonic()
     started_ms = int(time.time() * 1000)
     context = JobContext(settings, master=master, dry_run=dry_run)
