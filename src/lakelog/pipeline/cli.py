@@ -160,9 +160,7 @@ def run_job(
         }
         _record(context, name or summary.job, started_ms, summary.seconds, "ok", figures)
     except (PipelineError, OSError, ValueError) as exc:
-        why = (
-            str(exc) if isinstance(exc, PipelineError) else f"{type(exc).__name__}: {describe(exc)}"
-        )
+        why = str(exc) if isinstance(exc, PipelineError) else describe(exc)  # no class names
         _record(context, name, started_ms, time.monotonic() - started, "failed", {"error": why})
         raise UserError(why) from exc
     except BaseException:
