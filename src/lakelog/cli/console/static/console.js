@@ -29,21 +29,22 @@ function human(value, unit) {
 }
 
 function axisScale(top, unit) {
-  // [divisor, suffix] so the axis' largest value reads short: 1024s for bytes, 1000s else.
+  // [divisor, suffix, zero's suffix] so the axis' largest value reads short: 1024s for
+  // bytes, 1000s else (zero is "0 /h", not "0k /h").
   const bytes = unit === "B/s";
   const names = bytes ? [" B/s", " KiB/s", " MiB/s", " GiB/s", " TiB/s"] : ["", "k", "M", "G", "T"];
   const base = bytes ? 1024 : 1000;
   let i = 0;
   while (top / base ** i >= (bytes ? 1024 : 1e4) && i < names.length - 1) i++;
-  const suffix = bytes ? names[i] : names[i] + (unit && unit.length <= 2 ? " " + unit : "");
-  return [base ** i, suffix];
+  const plain = unit && unit.length <= 2 ? " " + unit : "";
+  return bytes ? [base ** i, names[i], names[i]] : [base ** i, names[i] + plain, plain];
 }
 
 function ticks(top, unit) {
   // Axis ticks at a "nice" step (1, 2, 2.5 or 5 times a power of ten, in the shown unit;
   // 1, 2 or 5 and whole for counts and bytes), from 0 to the first tick at or above `top`. Every label is printed
   // with the step's decimals, so no two labels read the same.
-  const [div, suffix] = axisScale(top, unit);
+  const [div, suffix, zeroSuffix] = axisScale(top, unit);
   const scaled = top > 0 ? top / div : 1;
   const rough = scaled / 4;
   const power = 10 ** Math.floor(Math.log10(rough));
@@ -56,7 +57,7 @@ function ticks(top, unit) {
   const values = [], labels = [];
   for (let i = 0; i <= n; i++) {
     values.push(i * step * div);
-    labels.push((i * step).toFixed(decimals) + suffix);
+    labels.push(i ? (i * step).toFixed(decimals) + suffix : "0" + zeroSuffix);
   }
   return { vmax: n * step * div, values, labels };
 }
