@@ -298,3 +298,56 @@ def test_tables_refresh_without_a_reload(browser, scenario) -> None:
     assert browser.execute_script("return document.body.dataset.loadedOnce") == "yes", (
         "the page was reloaded instead of refreshed in place"
     )
+
+
+TICK_CASES = [
+    (1.2, "B/s"),
+    (0.0, "B/s"),
+    (1500.0, "B/s"),
+    (3.7e6, "B/s"),
+    (1.0, ""),
+    (3.0, ""),
+    (7.0, "records"),
+    (12345.0, "records"),
+    (10297072.19, "/h"),
+    (0.37, "%"),
+    (0.003, "/s"),
+]
+
+
+def test_chart_axes_have_distinct_ticks_and_whole_counts(browser, scenario) -> None:
+    """The page's own script draws a chart from given samples (as it does from
+    /api/series): every tick label differs, the axis covers the data, and counts (records,
+    connections) show no fractions on the axis or in the legend."""
+    open_page(browser, scenario, "/cluster")
+    for top, unit in TICK_CASES:
+        drawn = browser.execute_script(
+            """
+            const [top, unit] = arguments;
+            const svg = document.getElementById("chart-connections");
+            svg.dataset.unit = unit;
+            const key = JSON.parse(svg.dataset.keys)[0];
+            const now = Date.now() / 1000;
+            draw(svg, { [key]: [[now - 10, top / 3], [now - 5, top], [now, top / 2 + 0.4]] });
+            const legend = document.getElementById(svg.id + "-legend").textContent;
+            return {
+              ticks: Array.from(svg.querySelectorAll("text.tick")).map((t) => t.textContent),
+              vmax: ticks(top, unit).vmax,
+              legend: legend,
+            };
+            """,
+            top,
+            unit,
+        )
+        labels = drawn["ticks"]
+        assert len(labels) >= 2 and len(set(labels)) == len(labels), (top, unit, labels)
+        assert drawn["vmax"] >= top, (top, unit, drawn)
+        if unit in ("", "records"):
+            assert all("." not in label for label in labels), (top, unit, labels)
+            assert "." not in drawn["legend"], (top, unit, drawn["legend"])
+    # The real charts, drawn from the brokers' samples, too.
+    open_page(browser, scenario, "/cluster")
+    chart_filled(browser, "chart-bytes", 2)
+    for chart in ("chart-bytes", "chart-connections"):
+        labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, f"#{chart} text.tick")]
+        assert len(labels) >= 2 and len(set(labels)) == len(labels), (chart, labels)

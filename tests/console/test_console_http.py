@@ -265,3 +265,34 @@ def test_serve_console_listen_on_a_secured_listener(
     body = wait_until(cluster_page, 60, "the secured broker's console to answer", interval=0.5)
     assert broker.bootstrap in body and "as alice" in body
     assert http_status(url + "/cluster")[0] == 401
+
+
+def _pipeline(scenario: Scenario, *args: str) -> subprocess.CompletedProcess[str]:
+    data_dir = str(scenario.brokers[0].data_dir)
+    return subprocess.run(
+        [sys.executable, "-m", "lakelog", "pipeline", *args, "--data-dir", data_dir],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_pipeline_page_shows_figures_in_a_table_and_errors_a_user_can_act_on(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    # A run with figures (retention: nothing due, so no Spark) and a failed one.
+    ok = _pipeline(scenario, "retention")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    failed = _pipeline(scenario, "export", "no-such-topic", "--output", str(tmp_path / "out"))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "error: unknown topics: no-such-topic" in failed.stderr
+    assert "ValueError" not in failed.stderr
+
+    code, body = http_status(scenario.console_url + "/pipeline")
+    assert code == 200, body[:2000]
+    assert '<p class="error run-error">unknown topics: no-such-topic</p>' in body, body
+    assert "ValueError" not in body and "Error:" not in body
+    assert '<table class="grid figures">' in body
+    assert "<tr><th>dry run</th><td>no</td></tr>" in body
+    assert "<tr><th>objects listed</th><td>" in body
+    assert "dry_run" not in body and "objects listed: " not in body

@@ -4,6 +4,9 @@ its lag and mirrored bytes."""
 
 from __future__ import annotations
 
+import datetime
+import re
+import time
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -44,6 +47,19 @@ def test_mirror_pages_show_state_lag_and_charts(
 
         code, body = http_status(url + "/mirrors/dr")
         assert code == 200, body[:3000]
+        # created.at reads as ISO-8601 UTC; the epoch milliseconds are its tooltip.
+        created = re.search(
+            r'<tr data-setting="created.at"><th>created.at</th><td><time datetime="([^"]+)" '
+            r'title="(\d+)">([^<]+)</time></td></tr>',
+            body,
+        )
+        assert created is not None, body[:5000]
+        shown, raw = created.group(3), int(created.group(2))
+        assert created.group(1) == shown
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", shown), shown
+        moment = datetime.datetime.fromisoformat(shown.replace("Z", "+00:00"))
+        assert int(moment.timestamp() * 1000) == raw
+        assert abs(raw / 1000 - time.time()) < 3600
         browser.get(url + "/mirrors/dr")
         rows = cells(browser, "#mirror-partition-table tbody tr")
         assert sorted((c[0], c[1]) for c in rows) == [(TOPIC, "0"), (TOPIC, "1")]
@@ -59,6 +75,11 @@ def test_mirror_pages_show_state_lag_and_charts(
             )
 
         wait_until(charted, 90, "the mirror's charts to fill", interval=1.0)
+        for chart in ("chart-mirror-bytes", "chart-mirror-lag"):
+            ticks = [t.text for t in browser.find_elements(By.CSS_SELECTOR, f"#{chart} text.tick")]
+            assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), (chart, ticks)
+        lag_ticks = browser.find_elements(By.CSS_SELECTOR, "#chart-mirror-lag text.tick")
+        assert all("." not in t.text for t in lag_ticks), "records are whole"
         save_screenshot(browser, "mirror")
     finally:
         stop_process(proc)

@@ -261,6 +261,11 @@ def set_debug(enabled: bool) -> None:
     _debug = enabled
 
 
+def debug_enabled() -> bool:
+    """Whether `lakelog --debug` was given: tracebacks, and tools' own logging, shown."""
+    return _debug
+
+
 def describe(exc: BaseException) -> str:
     """One line for an exception: its message's first line, else its type."""
     text = str(exc).strip()

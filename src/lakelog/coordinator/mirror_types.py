@@ -30,10 +30,13 @@ from uuid import UUID
 
 from lakelog.util.errors import ErrorCode
 
-READ_ONLY_ERROR = ErrorCode.topic_authorization_failed
+READ_ONLY_ERROR = ErrorCode.invalid_request
 """KIP-1279 answers a produce to a mirror topic with ReadOnlyTopicException, which has no
-code in the wire protocol yet. The closest existing one: the write is not allowed on this
-topic for anyone, and clients do not retry it. The message says why."""
+code in the wire protocol yet. INVALID_REQUEST, as Kafka answers a write no one may make
+(creating `__cluster_metadata`, KAFKA-16975): clients fail the delivery at once without
+retrying, and the broker's error message (Produce v8+) says the topic is a read-only
+mirror. Not TOPIC_AUTHORIZATION_FAILED: that tells the operator to look at ACLs, and
+librdkafka then forgets the topic's partitions ("partition count changed ... to 0")."""
 
 PID_CEILING = 2**63 - 1
 """Long.MAX_VALUE: mirrored producer ids become `PID_CEILING - source_pid - 1`."""

@@ -23,7 +23,7 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichBar
 
-from lakelog.cli.common import UserError, describe, print_json, print_table, warn
+from lakelog.cli.common import UserError, debug_enabled, describe, print_json, print_table, warn
 from lakelog.cli.options import (
     CoordinatorUrlOption,
     DataDirOption,
@@ -137,6 +137,9 @@ def run_job(
     whose time counts everything from here on, Spark start-up included (also shown on
     its own). The run is recorded in the coordinator (`pipeline_runs`: the console's job
     history), failed or not. Errors end the command with one `error:` line (UserError)."""
+    from lakelog.pipeline import spark_quiet
+
+    spark_quiet.verbose = debug_enabled()
     started = time.monotonic()
     started_ms = int(time.time() * 1000)
     context = JobContext(settings, master=master, dry_run=dry_run)
@@ -157,9 +160,7 @@ def run_job(
         }
         _record(context, name or summary.job, started_ms, summary.seconds, "ok", figures)
     except (PipelineError, OSError, ValueError) as exc:
-        why = (
-            str(exc) if isinstance(exc, PipelineError) else f"{type(exc).__name__}: {describe(exc)}"
-        )
+        why = str(exc) if isinstance(exc, PipelineError) else describe(exc)  # no class names
         _record(context, name, started_ms, time.monotonic() - started, "failed", {"error": why})
         raise UserError(why) from exc
     except BaseException:

@@ -11,6 +11,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from lakelog.pipeline import spark_quiet
 from lakelog.spark.session_start import get_or_create, under_spark_submit
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ def build_session(master: str | None = None, app_name: str = "lakelog-pipeline")
 
     Loopback and no UI in local mode: a laptop or CI box needs no network setup and no
     port; executors run this interpreter, so they import the same lakelog. The session
-    starts through `lakelog.spark.get_or_create`, which makes it start faster."""
+    starts through `lakelog.spark.get_or_create`, which makes it start faster. Spark's
+    own logging is errors only unless `lakelog --debug` (`spark_quiet`)."""
     resolved = resolve_master(master)
     local = resolved is None or resolved.startswith("local")
     if local:
@@ -70,6 +72,14 @@ def build_session(master: str | None = None, app_name: str = "lakelog-pipeline")
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
         )
-    session = get_or_create(builder)
-    session.sparkContext.setLogLevel("WARN")
+    from pyspark import SparkContext
+
+    if under_spark_submit() or SparkContext._gateway is not None:
+        session = get_or_create(builder)  # the JVM is started: its log set-up stays
+    else:
+        own = str(getattr(builder, "_options", {}).get(spark_quiet.JAVA_OPTIONS_KEY, ""))
+        builder = builder.config(spark_quiet.JAVA_OPTIONS_KEY, spark_quiet.java_options(own))
+        with spark_quiet.jvm_stderr_filtered():
+            session = get_or_create(builder)
+    session.sparkContext.setLogLevel("WARN" if spark_quiet.verbose else "ERROR")
     return session

@@ -70,10 +70,14 @@ def _bytes(value: float | None) -> str:
     return str(value)
 
 
-def _number(value: float | None) -> str:
+def _number(value: float | None, whole: bool = False) -> str:
+    """Counts (`whole`, or integral values) without decimals; other figures with two below
+    100 and none from there (a rate of 10,297,072.19 reads as 10,297,072)."""
     if value is None:
         return "-"
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    if whole or float(value).is_integer() or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:,.2f}"
 
 
 def _time(ms: int | None) -> str:
@@ -81,6 +85,21 @@ def _time(ms: int | None) -> str:
         return "-"
     moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _iso_time(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC (2026-11-29T08:11:25.123Z)."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def setting_row(key: str, value: str) -> tuple[str, str, str]:
+    """(key, shown value, tooltip) of a mirror setting: times (`*.at`, epoch milliseconds)
+    shown as ISO-8601 UTC with the raw value as the tooltip; the rest as they are."""
+    if key.endswith(".at") and value.strip().isdigit():
+        with contextlib.suppress(ValueError, OverflowError, OSError):
+            return key, _iso_time(int(value)), value
+    return key, value, ""
 
 
 def _usd(value: float) -> str:
@@ -359,7 +378,7 @@ class Console:
                 section="mirrors",
                 title=f"Mirror {name}",
                 name=name,
-                settings=sorted(settings.items()),
+                settings=[setting_row(k, v) for k, v in sorted(settings.items())],
                 partitions=partitions,
             )
 

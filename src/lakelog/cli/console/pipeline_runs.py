@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -14,6 +16,13 @@ from typing import Any
 
 MAX_BODY = 1 << 20
 TIMEOUT_S = 5.0
+CLASS_PREFIX = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Warning|Exit)\s*:\s*")
+"""A Python class name before an error's message (`ValueError: unknown topics: ...`), as
+older runs recorded it: the page shows the message only."""
+FLAGS = {"dry_run": "dry run", "nothing_to_do": "nothing to do"}
+"""Boolean figures every run records, and their labels."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +32,9 @@ class RunRow:
     seconds: float
     outcome: str
     figures: list[tuple[str, str]]
+    """(label, value) of each figure, flags as yes/no, numbers with thousands separators."""
+    error: str | None = None
+    """Why a failed run failed, as a user can act on it (no Python class names)."""
 
 
 def runs_url(metrics_url: str) -> str:
@@ -46,14 +58,34 @@ def _row(run: dict[str, Any]) -> RunRow:
         figures = json.loads(run.get("figures") or "{}")
     except ValueError:
         figures = {}
-    shown = [(str(k), str(v)) for k, v in figures.items()] if isinstance(figures, dict) else []
+    if not isinstance(figures, dict):
+        figures = {}
+    error = figures.pop("error", None)
+    if error is not None:
+        log.info("pipeline run %s (%s) failed: %s", run.get("id", "?"), run.get("job"), error)
     return RunRow(
         str(run.get("job", "?")),
         int(run.get("started_at", -1)),
         float(run.get("seconds", 0.0)),
         str(run.get("outcome", "?")),
-        shown,
+        [(FLAGS.get(str(k), str(k)), _figure(v)) for k, v in figures.items()],
+        None if error is None else user_message(str(error)),
     )
+
+
+def _figure(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value.is_integer() or abs(value) >= 100 else f"{value:,.2f}"
+    return str(value)
+
+
+def user_message(error: str) -> str:
+    """The error's message without a leading Python class name."""
+    return CLASS_PREFIX.sub("", error.strip(), count=1) or error
 
 
 async def recent_runs(metrics_urls: Sequence[str]) -> tuple[list[RunRow], str | None]:

@@ -121,7 +121,7 @@ async def _validate(
                 continue
             if await ctx.broker.mirrors.read_only(topic.topic_id):
                 result.error = READ_ONLY_ERROR  # the coordinator refuses it anyway
-                result.message = f"topic {topic.name} is a read-only mirror topic (KIP-1279)"
+                result.message = _read_only_message(topic.name)
                 continue
             if part.records is None:
                 result.error = ErrorCode.invalid_record
@@ -171,6 +171,14 @@ async def _validate(
             result.first, result.count = len(appends), len(batches)
             appends.extend(batches)
     return outcomes
+
+
+def _read_only_message(topic: str) -> str:
+    """What the producer's delivery error says: why, and how the topic becomes writable."""
+    return (
+        f"topic {topic} is a read-only mirror topic (KIP-1279): it takes writes only after "
+        "`lakelog mirror remove-topics` fails it over"
+    )
 
 
 def _partition_result(

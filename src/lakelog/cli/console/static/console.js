@@ -8,24 +8,58 @@ const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"
 const W = 640, H = 200, PAD_L = 76, PAD_B = 20, PAD_T = 8, PAD_R = 8;
 const SVG = "http://www.w3.org/2000/svg";
 
+const COUNT_UNITS = new Set(["", "records"]);
+// Units of whole things (connections, open transactions, records of lag): never fractional.
+// Bytes are whole too, below 1 KiB/s.
+
 function human(value, unit) {
+  // A legend's value: counts whole, rates with as many decimals as their size needs.
   if (unit === "B/s") {
     const units = ["B/s", "KiB/s", "MiB/s", "GiB/s"];
     let i = 0;
     while (Math.abs(value) >= 1024 && i < units.length - 1) { value /= 1024; i++; }
     return value.toFixed(i ? 1 : 0) + " " + units[i];
   }
-  const text = Math.abs(value) >= 100 || Number.isInteger(value) ? Math.round(value).toLocaleString("en") : value.toFixed(2);
+  const abs = Math.abs(value);
+  const count = COUNT_UNITS.has(unit);
+  const text = !count && abs > 0 && abs < 1
+    ? value.toLocaleString("en", { maximumSignificantDigits: 2 })
+    : value.toLocaleString("en", { maximumFractionDigits: count || abs >= 100 ? 0 : abs >= 10 ? 1 : 2 });
   return unit ? text + " " + unit : text;
 }
 
-function compact(value, unit) {
-  // Axis labels: short, so they fit left of the plot.
-  if (unit === "B/s") return human(value, unit);
-  const abs = Math.abs(value);
-  const text = abs >= 1e9 ? (value / 1e9).toFixed(1) + "G" : abs >= 1e6 ? (value / 1e6).toFixed(1) + "M"
-    : abs >= 1e4 ? (value / 1e3).toFixed(1) + "k" : abs >= 100 || Number.isInteger(value) ? String(Math.round(value)) : value.toFixed(2);
-  return unit && unit.length <= 2 ? text + " " + unit : text;
+function axisScale(top, unit) {
+  // [divisor, suffix, zero's suffix] so the axis' largest value reads short: 1024s for
+  // bytes, 1000s else (zero is "0 /h", not "0k /h").
+  const bytes = unit === "B/s";
+  const names = bytes ? [" B/s", " KiB/s", " MiB/s", " GiB/s", " TiB/s"] : ["", "k", "M", "G", "T"];
+  const base = bytes ? 1024 : 1000;
+  let i = 0;
+  while (top / base ** i >= (bytes ? 1024 : 1e4) && i < names.length - 1) i++;
+  const plain = unit && unit.length <= 2 ? " " + unit : "";
+  return bytes ? [base ** i, names[i], names[i]] : [base ** i, names[i] + plain, plain];
+}
+
+function ticks(top, unit) {
+  // Axis ticks at a "nice" step (1, 2, 2.5 or 5 times a power of ten, in the shown unit;
+  // 1, 2 or 5 and whole for counts and bytes), from 0 to the first tick at or above `top`. Every label is printed
+  // with the step's decimals, so no two labels read the same.
+  const [div, suffix, zeroSuffix] = axisScale(top, unit);
+  const scaled = top > 0 ? top / div : 1;
+  const rough = scaled / 4;
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const whole = COUNT_UNITS.has(unit) || unit === "B/s" || !(top > 0);
+  let step = (whole ? [1, 2, 5, 10] : [1, 2, 2.5, 5, 10]).map((m) => m * power).find((s) => s >= rough);
+  if (whole && div === 1) step = Math.max(1, Math.ceil(step));
+  let decimals = 0;
+  while (decimals < 6 && Math.abs(step * 10 ** decimals - Math.round(step * 10 ** decimals)) > 1e-9) decimals++;
+  const n = Math.max(1, Math.ceil(scaled / step - 1e-9));
+  const values = [], labels = [];
+  for (let i = 0; i <= n; i++) {
+    values.push(i * step * div);
+    labels.push(i ? (i * step).toFixed(decimals) + suffix : "0" + zeroSuffix);
+  }
+  return { vmax: n * step * div, values, labels };
 }
 
 function el(name, attrs, text) {
@@ -57,15 +91,14 @@ function draw(svg, series) {
     return;
   }
   const t0 = Math.min(...all.map((p) => p[0])), t1 = Math.max(...all.map((p) => p[0]));
-  const top = Math.max(...all.map((p) => p[1]));
-  const vmax = top > 0 ? top : 1;
+  const axis = ticks(Math.max(...all.map((p) => p[1])), unit);
+  const vmax = axis.vmax;
   const x = (t) => PAD_L + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (W - PAD_L - PAD_R);
   const y = (v) => H - PAD_B - (v / vmax) * (H - PAD_B - PAD_T);
-  for (const frac of [0, 0.5, 1]) {
-    const v = vmax * frac;
+  axis.values.forEach((v, i) => {
     svg.appendChild(el("line", { x1: PAD_L, x2: W - PAD_R, y1: y(v), y2: y(v), class: "grid" }));
-    svg.appendChild(el("text", { x: PAD_L - 4, y: y(v) + 4, "text-anchor": "end", class: "axis" }, compact(v, unit)));
-  }
+    svg.appendChild(el("text", { x: PAD_L - 4, y: y(v) + 4, "text-anchor": "end", class: "axis tick" }, axis.labels[i]));
+  });
   const clock = (t) => new Date(t * 1000).toISOString().slice(11, 19);
   svg.appendChild(el("text", { x: PAD_L, y: H - 4, class: "axis" }, clock(t0)));
   svg.appendChild(el("text", { x: W - PAD_R, y: H - 4, "text-anchor": "end", class: "axis" }, clock(t1) + " UTC"));
