@@ -151,12 +151,15 @@ def _check_before_start(settings: Settings, brokers: int) -> None:
     preflight.check_ports(settings, brokers)
     preflight.check_local_paths(settings)
     preflight.check_postgres(settings.resolved_coordinator_url)
+    preflight.check_broker_ids(settings, brokers)
 
 
 async def _serve(settings: Settings) -> None:
     import lakelog.server.api  # noqa: F401  (registers the handlers)
     from lakelog.cli.web_console import start_console
+    from lakelog.coordinator.migrate import SchemaTooNewError
     from lakelog.server.broker import Broker
+    from lakelog.server.cluster.identity import BrokerIdInUseError
     from lakelog.server.metrics_server import PIPELINE_RUNS_SHOWN, start_metrics_server
     from lakelog.util.runtime import tune_gc
 
@@ -165,6 +168,8 @@ async def _serve(settings: Settings) -> None:
         await broker.start()
     except OSError as exc:  # a port taken since the check, a directory gone...
         raise UserError(f"cannot start the broker: {describe(exc)}") from exc
+    except (BrokerIdInUseError, SchemaTooNewError) as exc:
+        raise UserError(str(exc)) from exc
     tune_gc()
     metrics_server = None
     if settings.metrics_listen:
