@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 ANY_HEARTBEAT = -(1 << 62)
 """`list_brokers` bound that lists fenced brokers too (their heartbeat is negative)."""
 
-QUIET_LOOK_HEARTBEATS = 1.5
+QUIET_LOOK_HEARTBEATS = 2.5
 """A live broker heartbeats every interval: watched this many intervals without saying
 anything, the common refusal (a second process started by mistake) stays one line."""
 
