@@ -1,7 +1,8 @@
 """`lakelog serve` and `lakelog pipeline` as a user runs them (real processes): every common
 mistake ends with one `error:` line on stderr, a non-zero exit and nothing left on disk;
 `--rack a,b,c` spreads zones over `--brokers 3`; a pipeline job with nothing to do starts
-no Spark session."""
+no Spark session; a second broker as an id already running, or on a coordinator schema newer
+than the build, is refused without disturbing the running one's clients."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -357,3 +360,170 @@ def test_pipeline_with_nothing_to_do_starts_no_spark(tmp_path: Path) -> None:
     plain = lakelog(["pipeline", "gc", "--data-dir", str(data)], tmp_path, timeout=120)
     assert plain.returncode == 0, plain.stderr
     assert "nothing to do, Spark not started" in plain.stdout
+
+
+@dataclass
+class WatchedProducer:
+    """A confluent-kafka producer sending steadily in a thread; every error librdkafka
+    reports (a disconnect included) and every failed delivery is kept."""
+
+    bootstrap: str
+    topic: str
+    errors: list[str] = field(default_factory=list)
+    acked: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from confluent_kafka import Producer
+
+        def delivered(err: object, _msg: object) -> None:
+            if err is None:
+                self.acked += 1
+            else:
+                self.errors.append(f"delivery: {err}")
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "error_cb": lambda err: self.errors.append(f"client: {err}"),
+            }
+        )
+        while not self.stop.is_set():
+            producer.produce(self.topic, b"steady", on_delivery=delivered)
+            producer.poll(0.02)
+        if producer.flush(30):
+            self.errors.append("unflushed records")
+
+    def acked_more(self, than: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while self.acked <= than and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert self.acked > than, f"no records acknowledged ({self.errors})"
+
+
+def _create_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+
+
+def _second_is_refused(first: list[str], second: list[str], tmp_path: Path, expected: str) -> None:
+    """With `serve first` up and a producer sending to it, `serve second` exits non-zero
+    with one error line, and the producer sees nothing: no disconnect, no failed send,
+    also a few heartbeats later (a second registration would fence the first)."""
+    port = int(first[first.index("--listen") + 1].rsplit(":", 1)[1])
+    bootstrap = f"{HOST}:{port}"
+    log = tmp_path / "first.log"
+    with serving(first, tmp_path, log) as proc:
+        cluster_status(bootstrap, tmp_path, 1, log)
+        _create_topic(bootstrap, "steady")
+        producer = WatchedProducer(bootstrap, "steady")
+        producer.thread.start()
+        try:
+            producer.acked_more(0)
+            done = lakelog(["serve", *second], tmp_path, timeout=90)
+            lines = done.stderr.splitlines()
+            assert done.returncode != 0, (done.stdout, done.stderr)
+            assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+            assert expected in lines[0] and "--broker-id" in lines[0], lines[0]
+            acked = producer.acked
+            time.sleep(5)  # two heartbeats: a registered twin would have fenced us by now
+            producer.acked_more(acked)
+        finally:
+            producer.stop.set()
+            producer.thread.join(60)
+        assert proc.poll() is None, log.read_text()[-3000:]
+    assert producer.errors == [], producer.errors
+    assert "fenced" not in log.read_text(), log.read_text()[-3000:]
+
+
+def test_second_serve_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
+    data = ["--data-dir", str(tmp_path / "d")]
+    first = ["--listen", f"{HOST}:{free_port()}", *data]
+    second = ["--listen", f"{HOST}:{free_port()}", *data]
+    _second_is_refused(first, second, tmp_path, "broker 0 already runs on")
+    # The lock file names the first broker's process.
+    assert (tmp_path / "d" / ".lock-broker-0").read_text().strip().isdigit()
+
+
+def _new_database(admin_url: str) -> str:
+    import psycopg
+
+    name = f"lakelog_mistakes_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{admin_url.rpartition('/')[0]}/{name}"
+
+
+def test_second_serve_with_the_same_id_on_postgres_is_refused(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Different data dirs (different hosts, say), one PostgreSQL coordinator and one
+    store: only the registration's heartbeat tells the id is taken."""
+    shared = [
+        "--coordinator-url",
+        _new_database(postgres_url),
+        "--storage-url",
+        (tmp_path / "store").as_uri(),
+    ]
+    first = ["--listen", f"{HOST}:{free_port()}", "--data-dir", str(tmp_path / "a"), *shared]
+    second = ["--listen", f"{HOST}:{free_port()}", "--data-dir", str(tmp_path / "b"), *shared]
+    _second_is_refused(first, second, tmp_path, "broker 0 is already running, advertised at")
+
+
+NEWER = 9999
+
+
+def _newer_sqlite(data: Path) -> None:
+    from lakelog.coordinator.migrate import apply_sqlite
+    from lakelog.coordinator.sqlite.coordinator import connect
+
+    conn = connect(data / "coordinator.sqlite3")
+    try:
+        apply_sqlite(conn)
+        conn.execute(
+            "INSERT INTO schema_version VALUES (?, '9999_from_the_future.sql', 0)", (NEWER,)
+        )
+    finally:
+        conn.close()
+
+
+def test_newer_schema_is_refused_on_sqlite(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    _newer_sqlite(data)
+    done = lakelog(
+        ["serve", "--listen", f"{HOST}:{free_port()}", "--data-dir", str(data)], tmp_path
+    )
+    lines = done.stderr.splitlines()
+    assert done.returncode != 0, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert f"schema version {NEWER}" in lines[0] and "newer" in lines[0], lines[0]
+
+
+def test_newer_schema_is_refused_on_postgres(tmp_path: Path, postgres_url: str) -> None:
+    import psycopg
+
+    url = _new_database(postgres_url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+            " applied_at BIGINT NOT NULL)"
+        )
+        conn.execute("INSERT INTO schema_version VALUES (%s, 'from_the_future', 0)", (NEWER,))
+    args = ["--listen", f"{HOST}:{free_port()}", "--data-dir", str(tmp_path / "d")]
+    done = lakelog(
+        ["serve", *args, "--coordinator-url", url, "--storage-url", (tmp_path / "s").as_uri()],
+        tmp_path,
+    )
+    lines = done.stderr.splitlines()
+    assert done.returncode != 0, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert f"schema version {NEWER}" in lines[0] and "newer" in lines[0], lines[0]
+    with psycopg.connect(url) as conn:  # nothing was migrated or written
+        assert conn.execute("SELECT to_regclass('brokers')").fetchone() == (None,)

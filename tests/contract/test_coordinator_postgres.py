@@ -26,7 +26,7 @@ from lakelog.coordinator import (
     RetentionPolicy,
     open_coordinator,
 )
-from lakelog.coordinator.migrate import Migration
+from lakelog.coordinator.migrate import Migration, SchemaTooNewError
 from lakelog.coordinator.postgres import PostgresBatchCoordinator
 from lakelog.coordinator.postgres import transaction as pg_transaction
 from lakelog.coordinator.postgres.migrate import apply_postgres, load_pg_migrations
@@ -81,6 +81,18 @@ async def test_migrations_apply_once_in_order(pg_url: str) -> None:
         assert await apply_postgres(conn, base + extra) == []
         cursor = await conn.execute("SELECT v FROM t")
         assert await cursor.fetchall() == [(10,)]
+
+
+async def test_a_newer_schema_is_refused(pg_url: str) -> None:
+    """A database a newer build migrated (a version beyond our files) is refused as it is."""
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        base = load_pg_migrations()
+        newer = Migration(1000, "1000_new.sql", "CREATE TABLE t (v INTEGER);")
+        await apply_postgres(conn, [*base, newer])
+        with pytest.raises(SchemaTooNewError, match="schema version 1000, newer"):
+            await apply_postgres(conn, base)
+        cursor = await conn.execute("SELECT max(version) FROM schema_version")
+        assert await cursor.fetchone() == (1000,)
 
 
 async def test_failed_migration_leaves_nothing_behind(pg_url: str) -> None:

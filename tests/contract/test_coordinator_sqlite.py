@@ -15,7 +15,13 @@ import pytest
 from contract_support import batch, commit, new_key, new_topic, read_all
 
 from lakelog.coordinator import DeleteRecordsRequest, open_coordinator, sqlite_path
-from lakelog.coordinator.migrate import Migration, apply_sqlite, load_migrations, split_statements
+from lakelog.coordinator.migrate import (
+    Migration,
+    SchemaTooNewError,
+    apply_sqlite,
+    load_migrations,
+    split_statements,
+)
 from lakelog.coordinator.sqlite import SqliteBatchCoordinator
 from lakelog.coordinator.sqlite.coordinator import connect
 from lakelog.util.errors import ErrorCode
@@ -73,6 +79,20 @@ def test_new_migrations_apply_in_order_once(tmp_path: Path) -> None:
         assert apply_sqlite(conn, base + sorted(extra, key=lambda m: m.version)) == [1000, 1001]
         assert apply_sqlite(conn, base + extra) == []
         assert conn.execute("SELECT v FROM t").fetchall() == [(10,)]
+    finally:
+        conn.close()
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    """A file a newer build migrated (a version beyond our files) is refused as it is."""
+    conn = connect(tmp_path / "m.sqlite3")
+    try:
+        base = load_migrations()
+        apply_sqlite(conn, [*base, Migration(1000, "1000_new.sql", "CREATE TABLE t (v);")])
+        with pytest.raises(SchemaTooNewError, match="schema version 1000, newer"):
+            apply_sqlite(conn, base)
+        assert not conn.in_transaction
+        assert max(r[0] for r in conn.execute("SELECT version FROM schema_version")) == 1000
     finally:
         conn.close()
 

@@ -151,13 +151,16 @@ def _check_before_start(settings: Settings, brokers: int) -> None:
     preflight.check_ports(settings, brokers)
     preflight.check_local_paths(settings)
     preflight.check_postgres(settings.resolved_coordinator_url)
+    preflight.check_broker_ids(settings, brokers)
 
 
 async def _serve(settings: Settings) -> None:
     import lakelog.server.api  # noqa: F401  (registers the handlers)
     from lakelog.cli.serve_metrics import announce, start_metrics
     from lakelog.cli.web_console import start_console
+    from lakelog.coordinator.migrate import SchemaTooNewError
     from lakelog.server.broker import Broker
+    from lakelog.server.cluster.identity import BrokerIdInUseError
     from lakelog.server.metrics_server import PIPELINE_RUNS_SHOWN
     from lakelog.util.runtime import tune_gc
 
@@ -171,6 +174,10 @@ async def _serve(settings: Settings) -> None:
         if metrics_server is not None:
             metrics_server.close()
         raise UserError(f"cannot start the broker: {describe(exc)}") from exc
+    except (BrokerIdInUseError, SchemaTooNewError) as exc:
+        if metrics_server is not None:
+            metrics_server.close()
+        raise UserError(str(exc)) from exc
     tune_gc()
     announce(settings, f"{broker.host}:{broker.port}")
     console = None

@@ -136,6 +136,22 @@ def check_postgres(coordinator_url: str) -> None:
             conn.close()
 
 
+def check_broker_ids(settings: Settings, count: int = 1) -> None:
+    """UserError if a process on this host already runs one of the `count` broker ids
+    (counted up from `--broker-id`) on the embedded coordinator: its id lock is held."""
+    from lakelog.server.cluster.identity import BrokerIdInUseError, check_lock_free, lock_path
+
+    for index in range(count):
+        one = settings.model_copy(update={"broker_id": settings.broker_id + index})
+        path = lock_path(one)
+        if path is None:
+            return
+        try:
+            check_lock_free(path, one.broker_id)
+        except BrokerIdInUseError as exc:
+            raise UserError(str(exc)) from exc
+
+
 def check_existing_cluster(settings: Settings) -> None:
     """For jobs that read an existing cluster (`lakelog pipeline`): its embedded
     coordinator file and local store must already be there (never created here)."""

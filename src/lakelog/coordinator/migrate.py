@@ -2,7 +2,10 @@
 
 The `schema_version` table records what was applied. All pending migrations run in one
 `BEGIN IMMEDIATE` transaction, so two processes opening the same new file at once
-serialize: the second waits for the write lock, then finds nothing left to do.
+serialize: the second waits for the write lock, then finds nothing left to do. A database
+that records a version this build has no file for was written by a newer build: it is
+refused before anything is read or written (`SchemaTooNewError`), as an older build cannot
+know what the newer tables mean.
 """
 
 from __future__ import annotations
@@ -22,6 +25,23 @@ class Migration:
     version: int
     name: str
     sql: str
+
+
+class SchemaTooNewError(RuntimeError):
+    """The coordinator's database was migrated by a newer Lakelog than this one."""
+
+
+def check_not_newer(applied: set[int], migrations: list[Migration], where: str) -> None:
+    """SchemaTooNewError when `applied` holds a version beyond the newest this build knows:
+    running on it could misread or overwrite what the newer build wrote."""
+    known = max((m.version for m in migrations), default=0)
+    newest = max(applied, default=0)
+    if newest > known:
+        raise SchemaTooNewError(
+            f"the coordinator {where} has schema version {newest}, newer than this"
+            f" Lakelog build knows ({known}): run a Lakelog at least as new as the one"
+            " that wrote it"
+        )
 
 
 def migrations_dir() -> Traversable:
@@ -73,7 +93,9 @@ def applied_versions(conn: sqlite3.Connection) -> set[int]:
     return {row[0] for row in conn.execute("SELECT version FROM schema_version")}
 
 
-def apply_sqlite(conn: sqlite3.Connection, migrations: list[Migration] | None = None) -> list[int]:
+def apply_sqlite(
+    conn: sqlite3.Connection, migrations: list[Migration] | None = None, where: str = "database"
+) -> list[int]:
     """Apply the pending migrations on a connection in autocommit mode
     (isolation_level=None); returns the versions this call applied."""
     migrations = load_migrations() if migrations is None else migrations
@@ -84,6 +106,7 @@ def apply_sqlite(conn: sqlite3.Connection, migrations: list[Migration] | None = 
             " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
         )
         done = applied_versions(conn)
+        check_not_newer(done, migrations, where)
         applied: list[int] = []
         for migration in migrations:
             if migration.version in done:

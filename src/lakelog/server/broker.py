@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import os
 import time
 from uuid import UUID
 
@@ -31,6 +32,12 @@ from lakelog.server.background.cleaner import FileCleaner
 from lakelog.server.background.loop_lag import watch_loop_lag
 from lakelog.server.background.retention import RetentionLoop
 from lakelog.server.cluster.dynamic_broker_configs import DynamicBrokerConfigs
+from lakelog.server.cluster.identity import (
+    ANY_HEARTBEAT,
+    hold_lock,
+    lock_path,
+    wait_until_id_free,
+)
 from lakelog.server.cluster.outage import is_outage, log_failure
 from lakelog.server.cluster.zones import partition_broker, suspected, zone_brokers
 from lakelog.server.listener import Server
@@ -46,9 +53,6 @@ BROKERS_STALE_MAX_S = 1.0
 """How long the live broker list is reused. Short: a client that sees a broker left out
 drops its connection to it (librdkafka decommissions it, resending what was in flight
 elsewhere), so every broker must name a re-registered broker again at once."""
-
-ANY_HEARTBEAT = -(1 << 62)
-"""`list_brokers` bound that lists fenced brokers too (their heartbeat is negative)."""
 
 PROBE_CACHE_S = 1.0
 """How long the outcome of a connect probe to an overdue broker is reused."""
@@ -148,6 +152,8 @@ class Broker:
         while they fail (a coordinator outage silences every broker at once)."""
         self._doubt_since_ms = int(time.time() * 1000)
         """Wall time when this broker last started, or last lost the coordinator."""
+        self._lock_fd: int | None = None
+        """This broker id's lock file, held while the broker runs (see `identity`)."""
 
     async def _leave_cluster(self) -> None:
         """Controlled shutdown: retire our epoch now, so Metadata stops naming this broker at
@@ -352,8 +358,28 @@ class Broker:
         )
 
     # ---------------------------------------------------------------- lifecycle
+    async def _claim_identity(self) -> None:
+        """Refuse to run as a broker id another live process is (BrokerIdInUseError):
+        the two would fence each other every heartbeat. Before listening, so a registered
+        address of ours that refuses connections proves the earlier process gone."""
+        path = lock_path(self.settings)
+        if path is not None:
+            self._lock_fd = hold_lock(path, self.broker_id)
+        try:
+            await self.coordinator.start()
+            await wait_until_id_free(self.coordinator, self.settings, _connect_refused)
+        except BaseException:
+            await self.coordinator.close()
+            self._release_lock()
+            raise
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
     async def start(self) -> tuple[str, int]:
-        await self.coordinator.start()
+        await self._claim_identity()
         try:
             await self.dynamic_configs.refresh()
         except Exception:
@@ -519,5 +545,6 @@ class Broker:
         await self.groups.stop()
         await self.waiter.close()
         await self.coordinator.close()
+        self._release_lock()
         log.info("broker stopped")
         self._stopped.set()

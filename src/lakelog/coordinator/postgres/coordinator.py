@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from lakelog.config import redacted
 from lakelog.coordinator.engine import Op
 from lakelog.coordinator.facade import SqlBatchCoordinator
 from lakelog.coordinator.ops.rows import now_ms
@@ -84,7 +85,7 @@ class PostgresBatchCoordinator(SqlBatchCoordinator):
         if self._tx is not None:
             return
         async with await AsyncConnection.connect(self.url, autocommit=True) as conn:
-            await migrate.apply_postgres(conn)
+            await migrate.apply_postgres(conn, where=redacted(self.url))
             schema = await current_schema(conn)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             self.url,

@@ -4,7 +4,8 @@ applied once, in order, recorded in `schema_version`.
 All pending migrations run in one transaction holding a transaction-level advisory lock, so
 brokers starting together against a new database serialize: the first migrates, the others
 wait for the lock and then find nothing left to do. PostgreSQL's DDL is transactional, so a
-failing migration leaves nothing behind.
+failing migration leaves nothing behind. A schema newer than this build's files is refused
+(`migrate.check_not_newer`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from lakelog.coordinator.migrate import Migration, load_migrations
+from lakelog.coordinator.migrate import Migration, check_not_newer, load_migrations
 
 MIGRATION_LOCK = 0x6C616B656C6F67  # "lakelog": the advisory lock key migrations hold
 
@@ -39,7 +40,7 @@ async def applied_versions(conn: AsyncConnection[Any]) -> set[int]:
 
 
 async def apply_postgres(
-    conn: AsyncConnection[Any], migrations: list[Migration] | None = None
+    conn: AsyncConnection[Any], migrations: list[Migration] | None = None, where: str = "database"
 ) -> list[int]:
     """Apply the pending migrations on an autocommit connection; returns the versions this
     call applied. Each file is sent as one script (no parameters, so several statements
@@ -53,6 +54,7 @@ async def apply_postgres(
             " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)"
         )
         done = await applied_versions(conn)
+        check_not_newer(done, migrations, where)
         for migration in migrations:
             if migration.version in done:
                 continue

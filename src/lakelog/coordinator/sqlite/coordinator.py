@@ -80,7 +80,7 @@ class SqliteBatchCoordinator(SqlBatchCoordinator):
     def _open(self) -> None:
         conn = connect(self.path)
         try:
-            migrate.apply_sqlite(conn)
+            migrate.apply_sqlite(conn, where=str(self.path))
             # Checkpoints run on their own thread, not inside a commit (checkpoint.py).
             conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
         except BaseException:
