@@ -1,4 +1,8 @@
-"""Broker settings: flags > env `LAKELOG_*` > `lakelog.toml` > defaults."""
+"""Broker settings: flags > env `LAKELOG_*` > `lakelog.toml` > defaults.
+
+Kept whole past 600 lines: it is the one list of every setting, each with the docstring that
+`docs/configuration.md` is generated from (`lakelog.cli.config_reference`), and one place to
+read them all is the point; the parsing helpers below the class are small."""
 
 from __future__ import annotations
 
