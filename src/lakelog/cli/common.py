@@ -261,6 +261,11 @@ def set_debug(enabled: bool) -> None:
     _debug = enabled
 
 
+def debugging() -> bool:
+    """`lakelog --debug`: tracebacks, and the client libraries' own logs, are wanted."""
+    return _debug
+
+
 def describe(exc: BaseException) -> str:
     """One line for an exception: its message's first line, else its type."""
     text = str(exc).strip()
