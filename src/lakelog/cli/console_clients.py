@@ -156,7 +156,7 @@ def reach_cluster(
 def _timeout_ms(config: dict[str, Any]) -> int:
     """The producer's delivery timeout in ms (librdkafka's 0, no limit, checks for the
     default time)."""
-    value = str(config.get("delivery.timeout.ms", config.get("message.timeout.ms", "")))
+    value = str(config.get("delivery.timeout.ms", ""))
     return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_TIMEOUT_MS
 
 
@@ -229,8 +229,9 @@ def console_producer(
         settings["acks"] = request_required_acks
     if compression_codec is not None:
         settings["compression.type"] = compression_codec
+    if "message.timeout.ms" in settings:  # librdkafka's alias: one name, one value
+        settings["delivery.timeout.ms"] = settings.pop("message.timeout.ms")
     if timeout_ms is not None:
-        settings.pop("message.timeout.ms", None)
         settings["delivery.timeout.ms"] = str(timeout_ms)
     bootstrap = bootstrap_of(ctx, bootstrap_server)
     kafka = _kafka()
