@@ -5,16 +5,21 @@ installed `lakelog` against real brokers, stdout piped (so never a terminal).
 - every client-side mistake exits non-zero with exactly one `error:` line on stderr and no
   traceback, and leaves nothing behind in the working directory;
 - tables piped to another program are plain, complete lines (a 100+ character name whole);
-- `topics describe` shows the recorded replication factor;
-- `mirror add-topics` takes literal topics and patterns in one go, or changes nothing.
+- `topics describe`'s ReplicationFactor counts the replicas it lists;
+- `mirror add-topics` takes literal topics and patterns in one go, or changes nothing;
+- console-producer/consumer fail in one line within --timeout-ms when no broker answers;
+- `--help` lists commands in a useful order; `console` warns when the cluster is silent.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +27,7 @@ from typing import Any
 
 import pytest
 from e2e_fixtures import FAST_COMMITS, warn_tracebacks
-from e2e_harness import BrokerProcess, create_topic, wait_until
+from e2e_harness import BrokerProcess, create_topic, free_port, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -217,7 +222,9 @@ def test_piped_tables_are_whole_lines(source: BrokerProcess) -> None:
     assert state[1].split()[0] == group
 
 
-def test_topics_describe_shows_the_recorded_replication_factor(source: BrokerProcess) -> None:
+def test_topics_describe_counts_the_replicas_it_lists(source: BrokerProcess) -> None:
+    """ReplicationFactor is the number of replicas listed, as kafka-topics.sh counts it;
+    the factor asked for at create time is in --json as requested_replication_factor."""
     topic = unique("rf")
     ok(
         "topics",
@@ -232,11 +239,16 @@ def test_topics_describe_shows_the_recorded_replication_factor(source: BrokerPro
         "-b",
         source.bootstrap,
     )
-    text = ok("topics", "describe", topic, "-b", source.bootstrap).stdout
-    assert "ReplicationFactor: 3\t" in text and "Configs: retention.ms=86400000" in text
-    assert "lakelog.replication.factor" not in text
+    text = ok("topics", "describe", topic, "-b", source.bootstrap).stdout.splitlines()
+    rows = [line.split() for line in text[2:]]
+    replicas = {len(row[2].split(",")) for row in rows}
+    assert [row[0] for row in rows] == ["0", "1"] and replicas == {1}, text
+    assert f"ReplicationFactor: {replicas.pop()}\t" in text[0], text[0]
+    assert "Configs: retention.ms=86400000" in text[0]
+    assert "lakelog.replication.factor" not in "\n".join(text)
     [described] = ok_json("topics", "describe", topic, "-b", source.bootstrap)
-    assert described["replication_factor"] == 3
+    assert described["replication_factor"] == len(described["partitions"][0]["replicas"]) == 1
+    assert described["requested_replication_factor"] == 3
     assert described["partition_count"] == 2
     assert described["configs"] == {"retention.ms": "86400000"}
     assert [p["partition"] for p in described["partitions"]] == [0, 1]
@@ -363,3 +375,162 @@ def test_groups_manage_a_consumer_protocol_group(source: BrokerProcess) -> None:
     ok("groups", "delete", group, "-b", b)
     gone = lakelog("groups", "describe", group, "-b", b)
     assert gone.returncode != 0 and "does not exist" in gone.stdout + gone.stderr
+
+
+# ---------------------------------------------------------------- failing fast
+
+
+@pytest.fixture(scope="module")
+def startup_s() -> float:
+    """How long `lakelog` takes to start and exit here (it imports the same modules as
+    every command), so a deadline on a command measures the command, not a busy machine."""
+    started = time.monotonic()
+    ok("--version")
+    return time.monotonic() - started
+
+
+@pytest.fixture
+def silent_port() -> Iterator[str]:
+    """HOST:PORT of a socket that accepts connections and never answers (a hung broker)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+CLIENT_TOOLS = {
+    "console-producer": (["console-producer", "--topic", "orders"], "k:v\n"),
+    "console-consumer": (["console-consumer", "--topic", "orders"], None),
+}
+
+
+def _timed(
+    tool: str, bootstrap: str, timeout_ms: int, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    args, stdin = CLIENT_TOOLS[tool]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(LAKELOG), *extra, *args, "-b", bootstrap, "--timeout-ms", str(timeout_ms)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    return done, time.monotonic() - started
+
+
+@pytest.mark.parametrize("tool", sorted(CLIENT_TOOLS))
+def test_client_tools_fail_fast_on_a_dead_port(tool: str, startup_s: float) -> None:
+    """Connection refused: one line, as soon as librdkafka says every broker is down."""
+    done, took = _timed(tool, DEAD, 3000)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr  # no librdkafka FAIL lines
+    assert lines[0].startswith(f"error: cannot reach {DEAD}"), lines[0]
+    assert "Connection refused" in lines[0], lines[0]
+    assert took < 3 + 2 + startup_s, (took, startup_s)
+
+
+@pytest.mark.parametrize("tool", sorted(CLIENT_TOOLS))
+def test_client_tools_give_up_after_timeout_ms_on_a_silent_broker(
+    tool: str, silent_port: str, startup_s: float
+) -> None:
+    done, took = _timed(tool, silent_port, 2000)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: cannot reach {silent_port} within 2000 ms"), lines[0]
+    assert 2 <= took < 2 + 2 + startup_s, (took, startup_s)
+
+
+def test_debug_shows_librdkafka_log(startup_s: float) -> None:
+    done, _ = _timed("console-consumer", DEAD, 1000, "--debug")
+    assert done.returncode == 1
+    assert "FAIL" in done.stderr and "Connection refused" in done.stderr
+
+
+def test_client_tools_walk_the_bootstrap_list_and_honour_timeout_ms(
+    source: BrokerProcess,
+) -> None:
+    """A dead first bootstrap server is not 'every broker down': both tools go on to the
+    live one, within their --timeout-ms."""
+    topic, walked = unique("walk"), f"{DEAD},{source.bootstrap}"
+    create_topic(source.bootstrap, topic, 1)
+    for _ in range(3):  # librdkafka picks a bootstrap server at random
+        produced = lakelog_in(
+            "a\nb\n", "console-producer", "--topic", topic, "-b", walked, "--timeout-ms", "20000"
+        )
+        assert produced.returncode == 0 and produced.stderr == "", produced.stderr
+    consumed = ok(
+        "console-consumer", "--topic", topic, "--from-beginning", "--max-messages", "6",
+        "--timeout-ms", "20000", "-b", walked,
+    )  # fmt: skip
+    assert consumed.stdout.split() == ["a", "b"] * 3
+    assert consumed.stderr.strip() == "Processed a total of 6 messages"
+
+
+def lakelog_in(stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
+    return subprocess.run(
+        [str(LAKELOG), *args], input=stdin, capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+# ---------------------------------------------------------------- help and the web console
+
+
+def test_help_lists_commands_in_a_useful_order() -> None:
+    text = ok("--help").stdout
+    listed = [
+        line.strip("│ ").split()[0]
+        for line in text[text.index("Commands") :].splitlines()[1:]
+        if line.startswith("│ ") and line[2:4].strip()
+    ]
+    assert listed == [
+        "serve",
+        "topics",
+        "console-producer",
+        "console-consumer",
+        "get-offsets",
+        "delete-records",
+        "groups",
+        "share-groups",
+        "configs",
+        "acls",
+        "cluster",
+        "transactions",
+        "mirror",
+        "pipeline",
+        "console",
+        "cost",
+    ], text
+
+
+def test_console_warns_when_the_cluster_does_not_answer(tmp_path: Path) -> None:
+    """One warning line on stderr, and the console serves anyway (the cluster may come)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
+    proc = subprocess.Popen(
+        [str(LAKELOG), "console", "-b", DEAD, "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "stderr").open("wb"),
+        env=env,
+    )
+    try:
+
+        def serving() -> bool:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/static/console.css", timeout=5)
+            except OSError:
+                return False
+            return True
+
+        wait_until(serving, 60, "the console to serve")
+        lines = (tmp_path / "stderr").read_text().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"warning: {DEAD} does not answer"), lines
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -135,3 +135,24 @@ def test_a_bad_command_config_is_one_error_line(tmp_path: Path) -> None:
     done = lakelog("topics", "list", "-b", "127.0.0.1:1", "--command-config", str(jks))
     assert done.returncode != 0 and "ssl.truststore.type=PEM" in done.stderr
     assert "s3cret" not in done.stderr
+
+
+def test_console_tools_with_refused_credentials_fail_in_one_line(
+    secure_broker: SecureFactory, tmp_path: Path
+) -> None:
+    """A wrong password (and no security at all) against a SASL_SSL listener: the console
+    tools stop at the start-up check with one line, well within --timeout-ms."""
+    broker, pki, _ = secure_broker("SASL_SSL")
+    b = broker.bootstrap
+    wrong_file = properties(tmp_path / "wrong.properties", pki.ca, "SCRAM-SHA-512", "alice", "no")
+    # without request.timeout.ms, which earns a warning line of its own
+    wrong_file.write_text(wrong_file.read_text().replace("request.timeout.ms=30000\n", ""))
+    wrong = str(wrong_file)
+    for security in (["--command-config", wrong], []):
+        for tool, stdin in (("console-producer", "x\n"), ("console-consumer", None)):
+            done = lakelog(
+                tool, "--topic", "t", "-b", b, "--timeout-ms", "20000", *security, stdin=stdin
+            )
+            lines = done.stderr.splitlines()
+            assert done.returncode == 1 and len(lines) == 1, (tool, security, done.stderr)
+            assert lines[0].startswith("error: cannot "), lines[0]

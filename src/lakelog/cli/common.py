@@ -262,7 +262,7 @@ def set_debug(enabled: bool) -> None:
 
 
 def debug_enabled() -> bool:
-    """Whether `lakelog --debug` was given: tracebacks, and tools' own logging, shown."""
+    """Whether `lakelog --debug` was given: tracebacks, and client libraries' own logs."""
     return _debug
 
 

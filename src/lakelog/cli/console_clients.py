@@ -7,10 +7,17 @@ when it is missing. Keys are partitioned with murmur2, as Kafka's Java producer 
 Kafka's Java property names that librdkafka shares (acks, linger.ms, batch.size,
 compression.type, enable.idempotence, client.id, ...) pass straight through
 `--producer-property` / `--consumer-property`.
+
+Both ask the cluster for its metadata before reading stdin or a topic, and give up with one
+`error:` line as soon as librdkafka reports every bootstrap server down (connection refused,
+authentication failed) or, at the latest, after `--timeout-ms`: librdkafka alone would retry
+for as long as it is let, printing a log line per attempt. Its log is silenced unless
+`lakelog --debug` (or a `debug` client property) asks for it.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import uuid
@@ -26,6 +33,7 @@ from lakelog.cli.common import (
     bootstrap_addresses,
     bootstrap_of,
     command_security,
+    debug_enabled,
     use_command_config,
     warn,
 )
@@ -38,8 +46,15 @@ PropertyOption = Annotated[
     list[str] | None,
     typer.Option("--property", help="A formatter property, NAME=VALUE (repeatable)."),
 ]
-DEFAULT_DELIVERY_TIMEOUT_MS = "30000"
+DEFAULT_TIMEOUT_MS = 30_000
+"""Without --timeout-ms: how long a record may wait for its acknowledgement (Kafka's
+delivery.timeout.ms default is 120 s; a terminal tool should not hang that long), and how long
+either tool waits for the cluster to answer at start."""
 POLL_S = 0.1
+FIRST_ATTEMPT_S = 0.2
+"""The start-up check's first metadata request waits this long before librdkafka's error
+callback is looked at (are all bootstrap servers down?); each retry waits twice as long,
+up to a second, so a refused connection fails at once and a slow broker is not hurried."""
 
 
 def _kafka() -> Any:
@@ -76,11 +91,73 @@ def _unescape(text: str) -> str:
     return text.encode("utf-8").decode("unicode_escape") if "\\" in text else text
 
 
-def _config(bootstrap: str, given: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
+def _config(bootstrap: str, given: dict[str, str], defaults: dict[str, str]) -> dict[str, Any]:
+    """The client's settings: ours, then --command-config's security, then the user's own;
+    librdkafka's log silenced unless the user debugs."""
     bootstrap_addresses(bootstrap)
     security = command_security()
     secured = librdkafka_config(security) if security is not None else {}
-    return {**defaults, **secured, **given, "bootstrap.servers": bootstrap}
+    quiet = {} if debug_enabled() or "debug" in given else {"log_level": "0"}
+    return {**quiet, **defaults, **secured, **given, "bootstrap.servers": bootstrap}
+
+
+class ClusterErrors:
+    """librdkafka's error callback: what it last said about the connections, so the start-up
+    check can stop at the first sign that no bootstrap server will answer."""
+
+    def __init__(self, kafka: Any) -> None:
+        self._kafka = kafka
+        self.all_down = False
+        self.fatal: str | None = None
+        self.reason: str | None = None
+
+    def __call__(self, error: confluent_kafka.KafkaError) -> None:
+        code = error.code()
+        if code == self._kafka.KafkaError._ALL_BROKERS_DOWN:
+            self.all_down = True
+        elif error.fatal() or code == self._kafka.KafkaError._AUTHENTICATION:
+            self.fatal = _plain(error.str())
+        else:
+            self.reason = _plain(error.str())
+
+
+def _plain(reason: str) -> str:
+    """librdkafka's reason without its `host:port/id: ` prefix (the command names the host)."""
+    return re.sub(r"^\S+/\S+: ", "", reason)
+
+
+def reach_cluster(
+    client: Any, bootstrap: str, errors: ClusterErrors, timeout_ms: int, topic: str | None = None
+) -> Any:
+    """The cluster's metadata (for `topic` alone, if given), or one UserError: as soon as
+    every bootstrap server is down or refuses us, else once `timeout_ms` has passed."""
+    kafka = _kafka()
+    deadline = time.monotonic() + timeout_ms / 1000
+    last = "no answer"
+    attempt_s = FIRST_ATTEMPT_S
+    while True:
+        errors.all_down = False
+        wait = max(0.01, min(attempt_s, deadline - time.monotonic()))
+        attempt_s = min(1.0, attempt_s * 2)
+        try:
+            return client.list_topics(topic, timeout=wait)
+        except kafka.KafkaException as exc:
+            last = exc.args[0].str() if exc.args else str(exc)
+        client.poll(0)  # serves the error callback
+        if errors.fatal:
+            raise UserError(f"cannot use {bootstrap}: {errors.fatal}")
+        if errors.all_down:
+            raise UserError(f"cannot reach {bootstrap}: {errors.reason or last}")
+        if time.monotonic() >= deadline:
+            reason = errors.reason or last
+            raise UserError(f"cannot reach {bootstrap} within {timeout_ms} ms: {reason}")
+
+
+def _timeout_ms(config: dict[str, Any]) -> int:
+    """The producer's delivery timeout in ms (librdkafka's 0, no limit, checks for the
+    default time)."""
+    value = str(config.get("delivery.timeout.ms", ""))
+    return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_TIMEOUT_MS
 
 
 # --------------------------------------------------------------------------- producer
@@ -115,13 +192,25 @@ def console_producer(
     sync: Annotated[
         bool, typer.Option("--sync", help="Wait for each record's acknowledgement in turn.")
     ] = False,
+    timeout_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--timeout-ms",
+            help="Give up when the brokers do not answer at start, or a record is not "
+            "acknowledged, within this long (sets delivery.timeout.ms; default 30000).",
+            min=1,
+        ),
+    ] = None,
     bootstrap_server: BootstrapOption = None,
     command_config: CommandConfigOption = None,
 ) -> None:
     """Send each line of stdin as a record, as kafka-console-producer.sh does.
 
     echo 'k1:hello' | lakelog console-producer --topic t --property parse.key=true
-    --property key.separator=:"""
+    --property key.separator=:
+
+    The brokers are asked for metadata first: if none answers, the command fails at once
+    (connection refused) or after --timeout-ms, before reading stdin."""
     use_command_config(ctx, command_config)
     props = parse_properties(properties, "--property")
     unknown = sorted(set(props) - PRODUCER_PROPERTIES)
@@ -140,21 +229,28 @@ def console_producer(
         settings["acks"] = request_required_acks
     if compression_codec is not None:
         settings["compression.type"] = compression_codec
+    if "message.timeout.ms" in settings:  # librdkafka's alias: one name, one value
+        settings["delivery.timeout.ms"] = settings.pop("message.timeout.ms")
+    if timeout_ms is not None:
+        settings["delivery.timeout.ms"] = str(timeout_ms)
     bootstrap = bootstrap_of(ctx, bootstrap_server)
     kafka = _kafka()
+    errors = ClusterErrors(kafka)
     config = _config(
         bootstrap,
         settings,
         {
             "acks": "all",
-            "delivery.timeout.ms": DEFAULT_DELIVERY_TIMEOUT_MS,
+            "delivery.timeout.ms": str(DEFAULT_TIMEOUT_MS),
             "partitioner": "murmur2_random",
         },
     )
     try:
-        producer = kafka.Producer(config)
+        producer = kafka.Producer({**config, "error_cb": errors})
     except (kafka.KafkaException, ValueError, TypeError) as exc:
         raise UserError(f"bad producer settings: {exc}") from None
+    deadline_s = _timeout_ms(config) / 1000
+    reach_cluster(producer, bootstrap, errors, _timeout_ms(config))
 
     sent = 0
     failures: list[str] = []
@@ -170,7 +266,7 @@ def console_producer(
             key, sep, rest = line.partition(separator)
             if not sep:
                 if not ignore_error:
-                    producer.flush(30)
+                    producer.flush(deadline_s + 1)
                     raise UserError(
                         f"line {number} has no key separator {separator.decode()!r} "
                         f"({sent} records sent before it)"
@@ -196,7 +292,7 @@ def console_producer(
             producer.poll(0)
         if failures and not ignore_error:
             break
-    remaining = producer.flush(float(config.get("delivery.timeout.ms", 30000)) / 1000 + 5)
+    remaining = producer.flush(deadline_s + 1)
     if remaining:
         failures.append(f"{remaining} records still unacknowledged")
     if failures:
@@ -302,7 +398,12 @@ def console_consumer(
     ] = None,
     timeout_ms: Annotated[
         int | None,
-        typer.Option("--timeout-ms", help="Exit when no record comes for this long.", min=1),
+        typer.Option(
+            "--timeout-ms",
+            help="Exit when no record comes for this long; fail when the brokers do not "
+            "answer at start within it (default 30000 for that check).",
+            min=1,
+        ),
     ] = None,
     properties: PropertyOption = None,
     consumer_property: Annotated[
@@ -319,7 +420,10 @@ def console_consumer(
     """Print the records of a topic, one value a line, as kafka-console-consumer.sh does.
 
     lakelog console-consumer --topic t --from-beginning --max-messages 10
-    --property print.key=true"""
+    --property print.key=true
+
+    The brokers are asked for the topic's metadata first: if none answers, the command
+    fails at once (connection refused) or after --timeout-ms (default 30000)."""
     use_command_config(ctx, command_config)
     formatter = Formatter(parse_properties(properties, "--property"))
     if offset is not None and partition is None:
@@ -347,14 +451,22 @@ def console_consumer(
         "auto.offset.reset": "earliest" if from_beginning else "latest",
         "enable.partition.eof": "false",
     }
+    errors = ClusterErrors(kafka)
     config = _config(bootstrap, settings, defaults)
     try:
-        consumer = kafka.Consumer(config)
+        consumer = kafka.Consumer({**config, "error_cb": errors})
     except (kafka.KafkaException, ValueError, TypeError) as exc:
         raise UserError(f"bad consumer settings: {exc}") from None
+    try:
+        metadata = reach_cluster(
+            consumer, bootstrap, errors, timeout_ms or DEFAULT_TIMEOUT_MS, topic
+        )
+    except UserError:
+        consumer.close()
+        raise
     count = 0
     try:
-        _assign(kafka, consumer, topic, group, partition, offset, from_beginning)
+        _assign(kafka, consumer, metadata, topic, group, partition, offset, from_beginning)
         out = sys.stdout.buffer
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
         while max_messages is None or count < max_messages:
@@ -390,6 +502,7 @@ def console_consumer(
 def _assign(
     kafka: Any,
     consumer: confluent_kafka.Consumer,
+    metadata: Any,
     topic: str,
     group: str | None,
     partition: int | None,
@@ -397,10 +510,6 @@ def _assign(
     from_beginning: bool,
 ) -> None:
     """Subscribe as a group member, else assign the partitions (no group joined)."""
-    try:
-        metadata = consumer.list_topics(topic, timeout=30)
-    except kafka.KafkaException as exc:
-        raise UserError(f"cannot reach the cluster: {exc}") from None
     info = metadata.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
         reason = info.error.str() if info is not None and info.error is not None else "unknown"

@@ -10,6 +10,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from lakelog.cli.acls import acls
 from lakelog.cli.cluster import cluster_app
@@ -34,7 +35,37 @@ from lakelog.config import Settings
 from lakelog.pipeline.cli import pipeline_app
 from lakelog.util import process_setup  # noqa: F401  (first: before kio imports Hypothesis)
 
+HELP_ORDER = (
+    "serve",
+    "topics",
+    "console-producer",
+    "console-consumer",
+    "get-offsets",
+    "delete-records",
+    "groups",
+    "share-groups",
+    "configs",
+    "acls",
+    "cluster",
+    "transactions",
+    "mirror",
+    "pipeline",
+    "console",
+    "cost",
+)
+"""`lakelog --help` lists commands in this order: running a broker, then data, groups,
+administration, and the tools around the cluster (others, if any, after these)."""
+
+
+class _OrderedGroup(TyperGroup):
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: i for i, name in enumerate(HELP_ORDER)}
+        return sorted(names, key=lambda name: rank.get(name, len(HELP_ORDER)))
+
+
 app = typer.Typer(
+    cls=_OrderedGroup,
     help="Lakelog: a diskless, Kafka-compatible streaming log.",
     no_args_is_help=True,
     add_completion=False,

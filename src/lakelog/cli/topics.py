@@ -112,8 +112,14 @@ class TopicReport:
     """Everything `describe` shows about one topic."""
 
     topic: TopicDescription
-    replication_factor: int
+    requested_replication_factor: int | None
+    """The factor given at create time (None from Apache Kafka, which has no such key)."""
     overrides: dict[str, str]
+
+    @property
+    def replication_factor(self) -> int:
+        """As kafka-topics.sh counts it: the replicas Metadata lists for a partition."""
+        return self.topic.replication_factor
 
 
 async def recorded_replication_factors(
@@ -163,10 +169,7 @@ async def _describe(client: AdminClient, topic: str | None) -> list[TopicReport]
         configs = await client.describe_topic_configs(t.name)
         overrides = {c.name: c.value or "" for c in configs if c.is_topic_override}
         overrides.pop(RECORDED_REPLICATION_FACTOR, None)
-        factor = recorded.get(t.name)
-        reports.append(
-            TopicReport(t, t.replication_factor if factor is None else factor, overrides)
-        )
+        reports.append(TopicReport(t, recorded.get(t.name), overrides))
     return reports
 
 
@@ -180,8 +183,10 @@ def describe(
 ) -> None:
     """Partitions, leaders, replicas and the configs set on each topic.
 
-    ReplicationFactor is the one recorded at create time; Replicas are the brokers that
-    serve the partition (durability comes from object storage)."""
+    Replicas are the live brokers that serve the partition, and ReplicationFactor counts
+    them, as kafka-topics.sh does: data is not copied between brokers but kept in object
+    storage. The factor asked for at create time is in --json
+    (requested_replication_factor)."""
     use_command_config(ctx, command_config)
     with waiting("Describing topics"):
         reports = run_admin(bootstrap_of(ctx, bootstrap_server), lambda c: _describe(c, topic))
@@ -221,6 +226,7 @@ def _report_json(report: TopicReport) -> dict[str, Any]:
         "topic_id": str(t.topic_id) if t.topic_id else None,
         "partition_count": len(t.partitions),
         "replication_factor": report.replication_factor,
+        "requested_replication_factor": report.requested_replication_factor,
         "configs": report.overrides,
         "partitions": [
             {

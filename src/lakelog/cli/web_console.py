@@ -4,6 +4,7 @@ Not to be confused with `console-producer`/`console-consumer`, Kafka's terminal 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,15 +17,22 @@ from lakelog.cli.common import (
     UserError,
     bootstrap_addresses,
     bootstrap_of,
+    describe,
     read_command_config,
     say,
+    warn,
 )
 from lakelog.cli.cost_model import DEFAULT_RETENTION_DAYS
 from lakelog.config import Settings, split_host_port
 from lakelog.security.client_config import ClientSecurity
 
 if TYPE_CHECKING:
+    from lakelog.cli.console.connection import ClusterAccess
     from lakelog.cli.console.server import EmbeddedConsole
+
+PROBE_TIMEOUT_S = 5.0
+"""How long `lakelog console` waits at start for a bootstrap server to answer before it
+warns (it serves either way)."""
 
 ListenOption = Annotated[
     str,
@@ -136,7 +144,33 @@ def web_console(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     say(f"Lakelog console on http://{host}:{port}/ for {bootstrap} (Ctrl-C stops it)")
+    unreachable = cluster_unreachable(config.access)
+    if unreachable:
+        warn(
+            f"warning: {bootstrap} does not answer ({unreachable}); "
+            "the console shows the cluster once it does"
+        )
     server.run(create_app(config), sock)
+
+
+def cluster_unreachable(access: ClusterAccess, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why no bootstrap server answers an admin connection (None when one does).
+
+    The console starts anyway, since its pages wait for the cluster (it may be started
+    first, or be restarting): the one-line warning is for the operator who mistyped -b."""
+    from lakelog.admin.wire import KafkaError
+
+    async def probe() -> None:
+        client = await asyncio.wait_for(access.admin(), timeout_s)
+        await client.close()
+
+    try:
+        asyncio.run(probe())
+    except TimeoutError as exc:
+        return describe(exc) if str(exc) else f"no answer within {timeout_s:g} s"
+    except (KafkaError, OSError, asyncio.IncompleteReadError) as exc:
+        return describe(exc)
+    return None
 
 
 def start_console(settings: Settings) -> EmbeddedConsole:
