@@ -6,13 +6,10 @@ than the build, is refused without disturbing the running one's clients."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -21,41 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from serve_support import HOST, LAKELOG, clean_env, free_port, free_ports, serving
 
 from lakelog.pipeline.session import check_master
 
 pytestmark = pytest.mark.timeout(180)
-
-LAKELOG = str(Path(sys.executable).parent / "lakelog")
-HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def free_ports(count: int) -> int:
-    """A first port of `count` consecutive free ones."""
-    for _ in range(200):
-        first = free_port()
-        if first + count > 65535:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for port in range(first, first + count):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind((HOST, port))
-            return first
-        except OSError:
-            continue
-    raise RuntimeError(f"no {count} consecutive free ports")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
-    return {**env, **extra}
 
 
 def lakelog(
@@ -267,32 +234,6 @@ def test_spark_masters_spark_accepts(master: str | None) -> None:
 def test_spark_masters_refused(master: str) -> None:
     with pytest.raises(ValueError, match="Spark master"):
         check_master(master)
-
-
-@contextlib.contextmanager
-def serving(args: list[str], cwd: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`lakelog serve ...` in its own session, stopped with SIGTERM (SIGKILL if stuck)."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [LAKELOG, "serve", *args],
-            cwd=cwd,
-            env=clean_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 def cluster_status(bootstrap: str, cwd: Path, brokers: int, log: Path) -> list[dict[str, object]]:

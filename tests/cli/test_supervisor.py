@@ -5,91 +5,27 @@ and exits 0 on SIGTERM/SIGINT when its brokers stopped cleanly; a plain `serve` 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from e2e_harness import api_versions_roundtrip, wait_until
+from serve_support import HOST, STOP_S, free_ports, serving
 
 pytestmark = pytest.mark.timeout(240)
 
-LAKELOG = str(Path(sys.executable).parent / "lakelog")
-HOST = "127.0.0.1"
 START_S = 60.0
 """Generous: three Python brokers starting at once on a busy machine."""
 BACKOFF_MS = 500
 SLACK_S = 60.0
-STOP_S = 60.0
+
 STARTED = re.compile(r"started broker (\d+) \(pid (\d+)\)")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def free_ports(count: int, also: int = 0) -> int:
-    """A first port P of `count` consecutive free ones; with `also`, P+also... free too."""
-    for _ in range(200):
-        first = free_port()
-        wanted = [*range(first, first + count)]
-        if also:
-            wanted += [p + also for p in wanted]
-        if max(wanted) > 65535:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for port in wanted:
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind((HOST, port))
-            return first
-        except OSError:
-            continue
-    raise RuntimeError(f"no {count} consecutive free ports")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
-    return {**env, "PYTHONUNBUFFERED": "1", **extra}
-
-
-@contextlib.contextmanager
-def serving(args: list[str], cwd: Path, log: Path, **env: str) -> Iterator[subprocess.Popen]:
-    """`lakelog serve ...` in its own session; whatever a test left running is stopped."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [LAKELOG, "serve", *args],
-            cwd=cwd,
-            env=clean_env(**env),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=STOP_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        with contextlib.suppress(ProcessLookupError):  # stragglers of a failed test
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def answering(port: int) -> bool:
