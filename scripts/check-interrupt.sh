@@ -30,6 +30,10 @@ mark="check-interrupt-$$-$RANDOM"
   exec setsid make test
 ) >"$log" 2>&1 &
 make_pid=$!
+started_at() {  # a process's start time, in clock ticks since boot (field 22 of its stat)
+  sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $20}'
+}
+make_start=$(started_at "$make_pid")
 echo "make test: pid $make_pid (its own session and process group); output in $log"
 sleep "$delay"
 if ! kill -0 "$make_pid" 2>/dev/null; then
@@ -69,10 +73,13 @@ while [ "$pid" -gt 1 ]; do
   skip+="$pid "
 done
 ours() {
-  local dir pid cwd cmd d dirs=("$repo" $run_dirs)
+  local dir pid cwd cmd d start dirs=("$repo" $run_dirs)
   for dir in /proc/[0-9]*; do
     pid=${dir#/proc/}
     [[ "$skip" == *" $pid "* || "$pid" = "$BASHPID" ]] && continue
+    # Older than make: not the run's (a shell someone left in this repo, say).
+    start=$(started_at "$pid") || continue
+    [[ -n "$start" && "$start" -lt "$make_start" ]] && continue
     if grep -qzx "CHECK_INTERRUPT_MARK=$mark" "$dir/environ" 2>/dev/null; then
       echo "$pid"
       continue
