@@ -184,6 +184,12 @@ def test_txn_offset_commit_checks_the_group_generation(broker_factory: BrokerFac
         consumer.close()
 
 
+def client_coordinators(port: int, version: int, request: object) -> tuple:
+    """One FindCoordinator round trip of `version` on a new connection: its answers."""
+    with WireClient(port) as client:
+        return client.request(10, version, request).coordinators
+
+
 def test_find_coordinator_and_api_versions(broker_factory: BrokerFactory) -> None:
     broker = broker_factory(TXN_ENV)
     with WireClient(broker.port) as client:
@@ -201,6 +207,25 @@ def test_find_coordinator_and_api_versions(broker_factory: BrokerFactory) -> Non
             response = client.request(10, version, m.FindCoordinatorRequest(**bad))
             found = response.coordinators[0] if version >= 4 else response
             assert found.error_code == INVALID_REQUEST
+    # v5 and v6 (Kafka 4.x): v6 adds share-state keys `group:topicId:partition` (KIP-932),
+    # which go to the group's coordinator; a malformed one is refused on its own.
+    for version in (5, 6):
+        m = request_class(10, version)
+        share = m.FindCoordinatorRequest(
+            key_type=m.i8(2), coordinator_keys=("g:AAAAAAAAAAAAAAAAAAAAAQ:0", "no-colons", "g::x")
+        )
+        found = client_coordinators(broker.port, version, share)
+        if version == 5:
+            assert {c.error_code for c in found} == {INVALID_REQUEST}
+        else:
+            assert [(c.error_code, c.port) for c in found] == [
+                (NONE, broker.port),
+                (INVALID_REQUEST, -1),
+                (INVALID_REQUEST, -1),
+            ]
+        groups = m.FindCoordinatorRequest(key_type=m.i8(0), coordinator_keys=("g1", "g2"))
+        found = client_coordinators(broker.port, version, groups)
+        assert [(c.error_code, c.port) for c in found] == [(NONE, broker.port)] * 2
     body = api_versions_roundtrip(broker.port)
     (error, count) = struct.unpack_from(">hi", body)
     assert error == NONE
@@ -208,6 +233,7 @@ def test_find_coordinator_and_api_versions(broker_factory: BrokerFactory) -> Non
         key: (low, high)
         for key, low, high in (struct.unpack_from(">hhh", body, 6 + 6 * i) for i in range(count))
     }
+    assert advertised[10] == (0, 6)  # FindCoordinator, as Kafka 4.0
     assert advertised[22] == (0, 5)  # InitProducerId
     assert advertised[24] == (0, 5)  # AddPartitionsToTxn
     assert advertised[25] == (0, 4)  # AddOffsetsToTxn

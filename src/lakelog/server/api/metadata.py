@@ -44,7 +44,10 @@ _capped = RateLimitedLog(log)
 
 METADATA_KEY = 3
 FIND_COORDINATOR_KEY = 10
-GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE = 0, 1, 2
+SHARE_KEYS_FROM_VERSION = 6
+"""FindCoordinator v6 adds share-state keys (KIP-932); v5 only lets the broker answer
+TRANSACTION_ABORTABLE (KIP-890), which this broker has no cause to."""
 LEADER_EPOCH = 0
 
 
@@ -363,24 +366,33 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
     return splice_topics(ctx.api_version, response, topics)
 
 
-@handles(FIND_COORDINATOR_KEY, 0, 4)
+@handles(FIND_COORDINATOR_KEY, 0, 6)
 async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     """Groups and transactional ids are coordinated by one live broker, picked by a stable
     hash of the key (`lakelog.groups.coordinator.owner_of`). Transaction state lives in the
     batch coordinator, so any broker would serve a transactional id; the hash only spreads
-    the clients."""
+    the clients. A share-state key (`group:topicId:partition`, v6) goes to its group's
+    coordinator: share state lives in the batch coordinator too."""
     m = ctx.schema
     keys = request.coordinator_keys if ctx.api_version >= 4 else (request.key,)
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
-    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+    known = (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE)
+    if ctx.api_version >= SHARE_KEYS_FROM_VERSION:
+        known += (SHARE_KEY_TYPE,)
+    if key_type not in known:
         return _unknown_key_type(ctx, keys, key_type)
     refused, error = _refused_keys(ctx, keys, key_type)
     if refused and (ctx.api_version < 4 or len(refused) == len(keys)):
         return _key_errors(ctx, keys, error, None)
     answers = []
     for key in keys:
-        owner = None if key in refused else await ctx.broker.groups.coordinator_for(key)
-        answers.append((key, owner))
+        if key in refused:
+            answers.append((key, None, error))
+        elif key_type == SHARE_KEY_TYPE and (group := share_key_group(key)) is None:
+            answers.append((key, None, ErrorCode.invalid_request))
+        else:
+            target = group if key_type == SHARE_KEY_TYPE else key
+            answers.append((key, await ctx.broker.groups.coordinator_for(target), ErrorCode.none))
     if ctx.api_version >= 4:
         coordinators = tuple(
             build(
@@ -389,17 +401,17 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> Any:
                 node_id=o.broker_id if o else -1,
                 host=o.host if o else "",
                 port=o.port if o else -1,
-                error_code=ErrorCode.none if o else error,
+                error_code=code,
                 error_message=None,
             )
-            for key, o in answers
+            for key, o, code in answers
         )
         return build(
             m.FindCoordinatorResponse,
             throttle_time=datetime.timedelta(0),
             coordinators=coordinators,
         )
-    _, owner = answers[0]
+    _, owner, _ = answers[0]
     assert owner is not None
     return build(
         m.FindCoordinatorResponse,
@@ -420,15 +432,31 @@ def _refused_keys(ctx: RequestContext, keys: Any, key_type: int) -> tuple[set[st
         if not authz.enabled(ctx):
             return set(), error
         return {k for k in keys if not authz.group_allowed(ctx, k, Operation.DESCRIBE)}, error
+    if key_type == SHARE_KEY_TYPE:  # Kafka asks brokers for CLUSTER_ACTION here
+        error = ErrorCode.cluster_authorization_failed
+        if not authz.enabled(ctx) or authz.allowed(
+            ctx, ResourceType.CLUSTER, CLUSTER_NAME, Operation.CLUSTER_ACTION
+        ):
+            return set(), error
+        return set(keys), error
     error = ErrorCode.transactional_id_authorization_failed
     if not authz.enabled(ctx):
         return set(), error
     return {k for k in keys if not authz.txn_allowed(ctx, k, Operation.DESCRIBE)}, error
 
 
+def share_key_group(key: str) -> str | None:
+    """The group of a share-state key `group:topicId:partition` (KIP-932), None when the key
+    is not of that form."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].isdigit():
+        return None
+    return parts[0]
+
+
 def _unknown_key_type(ctx: RequestContext, keys: Any, key_type: int) -> Any:
-    """INVALID_REQUEST for key types other than groups and transactions (e.g. KIP-932
-    share groups, which this broker does not coordinate)."""
+    """INVALID_REQUEST for key types this version does not know (share-state keys before
+    v6, anything past them)."""
     return _key_errors(
         ctx, keys, ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
     )
