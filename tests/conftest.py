@@ -7,7 +7,6 @@ import logging
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -16,16 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import reaper
+from tests.support.ports import free_port as _free_port
 
 reaper.install()
 
 POSTGRES_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "postgres.sh"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

@@ -6,42 +6,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.ports import free_port, free_ports  # noqa: F401  (re-exported)
+
 LAKELOG = str(Path(sys.executable).parent / "lakelog")
 HOST = "127.0.0.1"
 STOP_S = 60.0
 """Generous: a graceful stop of several brokers on a busy machine."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def free_ports(count: int, also: int = 0) -> int:
-    """A first port P of `count` consecutive free ones; with `also`, P+also... free too."""
-    for _ in range(200):
-        first = free_port()
-        wanted = [*range(first, first + count)]
-        if also:
-            wanted += [p + also for p in wanted]
-        if max(wanted) > 65535:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for port in wanted:
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind((HOST, port))
-            return first
-        except OSError:
-            continue
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def clean_env(**extra: str) -> dict[str, str]:

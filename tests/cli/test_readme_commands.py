@@ -42,6 +42,8 @@ from security_support import (  # noqa: F401 (fixture)
     write_users,
 )
 
+from tests.support.ports import free_ports as _free_ports
+
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -142,29 +144,6 @@ class Served:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
-
-
-def _free_ports(count: int) -> int:
-    """A port P with P..P+count-1 free (`serve --brokers 3` counts ports up)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            first = s.getsockname()[1]
-        if first + count >= 65535:
-            continue
-        held = []
-        try:
-            for port in range(first, first + count):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise RuntimeError("no run of free ports")
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:

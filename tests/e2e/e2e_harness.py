@@ -23,6 +23,8 @@ from typing import TypeVar
 
 from e2e_backends import SCALE_OUT, Backend, backend_for
 
+from tests.support.ports import free_port
+
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -40,13 +42,6 @@ class BrokerError(RuntimeError):
 
 class BrokerLogWarning(UserWarning):
     """The broker logged a traceback during a test that otherwise passed."""
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (the broker binds it with SO_REUSEADDR)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
 from pathlib import Path
+
+from tests.support.ports import free_port as _free_port
 
 HOST = "127.0.0.1"
 PG_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "postgres.sh"
@@ -18,12 +19,6 @@ PG_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "postgres.sh"
 
 class PostgresUnavailable(RuntimeError):
     """scripts/postgres.sh could not start a server here."""
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 class RestartablePostgres:
