@@ -171,6 +171,11 @@ def test_cost_over_a_window_follows_the_bytes_produced(
         2 * rates["bytes_in"] * MONTH_SECONDS / GB * 0.02
     )
     assert classic["consume_cross_zone"]["usd"] > 0
+    # Kafka's three replicas of 7 days on gp3, the same steady state as Lakelog's storage.
+    assert classic["replica_storage"]["quantity"] == pytest.approx(
+        3 * rates["bytes_in"] * 7 * 86_400 / GB
+    )
+    assert classic["replica_storage"]["unit_price"] == pytest.approx(0.08)
 
 
 def test_cost_since_start_and_table_output(
@@ -221,6 +226,7 @@ def test_cost_since_start_and_table_output(
         "$0.005 / 1,000 req",
         "$0 / GB-month",
         "Total",
-        "Cross-zone transfer:",
+        "Disks (3 replicas, 30 days kept)",
+        "Monthly total: Lakelog $",
     ):
         assert text in table.stdout, table.stdout

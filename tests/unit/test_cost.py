@@ -47,7 +47,10 @@ def test_projection_of_known_rates_in_exact_dollars() -> None:
     assert classic["replication"] == pytest.approx(1.2, **EXACT)  # 2 x 30 GB x $0.02
     assert classic["produce_cross_zone"] == pytest.approx(0.4, **EXACT)  # 20 GB x $0.02
     assert classic["consume_cross_zone"] == pytest.approx(0.8, **EXACT)  # 40 GB x $0.02
-    assert projection.classic_usd == pytest.approx(2.4, **EXACT)
+    # 30 GB produced a month, 7 of 30 days kept, on 3 replicas: 21 GB-month of gp3 at $0.08.
+    assert _item(projection.classic, "replica_storage").quantity == pytest.approx(21, **EXACT)
+    assert classic["replica_storage"] == pytest.approx(1.68, **EXACT)
+    assert projection.classic_usd == pytest.approx(4.08, **EXACT)
 
 
 def test_storage_is_steady_state_and_not_capped_at_one_month() -> None:
@@ -75,6 +78,7 @@ def test_custom_prices_change_every_line() -> None:
         delete_per_1000_requests=0.001,
         storage_per_gb_month=0.046,
         inter_az_per_gb_each_direction=0.02,
+        block_storage_per_gb_month=0.16,
     )
     base, high = cost.project(usage, Prices()), cost.project(usage, doubled)
     for a, b in zip(base.lakelog, high.lakelog, strict=True):

@@ -214,15 +214,13 @@ def print_report(usage: Usage, seconds: dict[str, float], projection: Projection
     )
     _table("Lakelog, projected 30-day month", projection.lakelog, projection.lakelog_usd)
     _table(
-        "Classic Kafka (RF=3, 3 zones), cross-zone transfer only",
+        "Classic Kafka (RF=3, 3 zones): cross-zone transfer and replicated disks",
         projection.classic,
         projection.classic_usd,
     )
-    lakelog_cross = sum(i.usd for i in projection.lakelog if i.key == "cross_zone")
     say(
-        f"Cross-zone transfer: Lakelog {_usd(lakelog_cross)} vs classic Kafka "
-        f"{_usd(projection.classic_usd)} a month; Lakelog's object-store requests "
-        f"and storage add {_usd(projection.lakelog_usd - lakelog_cross)}."
+        f"Monthly total: Lakelog {_usd(projection.lakelog_usd)} vs classic Kafka "
+        f"{_usd(projection.classic_usd)}."
     )
     for note in projection.notes:
         say(f"- {note}")
@@ -305,7 +303,8 @@ def cost_command(
     command_config: CommandConfigOption = None,
 ) -> None:
     """Project a 30-day month of object-store, storage and cross-zone costs from the
-    brokers' counters, next to classic Kafka's cross-zone bill for the same traffic."""
+    brokers' counters, next to classic Kafka's bill (cross-zone transfer and replicated
+    disks) for the same traffic."""
     use_command_config(None, command_config)
     prices = load_prices(prices_file)
     if print_prices:

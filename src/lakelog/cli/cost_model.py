@@ -3,8 +3,9 @@
 People choose diskless Kafka to cut cost, so they need to see the bill; this module is
 the pure model behind `lakelog cost` (text in, dollars out, no I/O): parse `/metrics`,
 turn counter deltas into per-second rates, price a 30-day month, and price what classic
-Kafka (replication factor 3 over 3 zones) would pay for cross-zone traffic for the same
-workload. Scraping and printing live in `cli_cost`.
+Kafka (replication factor 3 over 3 zones) would pay for the same workload: its cross-zone
+traffic and its three replicas on block storage, so the two totals compare like with like.
+Scraping and printing live in `cli/cost.py`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Prices:
     delete_per_1000_requests: float = 0.0
     storage_per_gb_month: float = 0.023
     inter_az_per_gb_each_direction: float = 0.01
+    block_storage_per_gb_month: float = 0.08
+    """AWS EBS gp3, where classic Kafka keeps its replicas."""
 
     @property
     def cross_zone_per_gb(self) -> float:
@@ -59,7 +62,12 @@ PRICE_KEYS: dict[str, str] = {
     "inter_az_per_gb_each_direction": (
         "USD per GB, charged on each side of a cross-zone transfer (a GB crossing pays 2x)"
     ),
+    "block_storage_per_gb_month": (
+        "USD per GB-month of block storage (classic Kafka's disks; default AWS EBS gp3)"
+    ),
 }
+KAFKA_REPLICAS = 3
+"""Classic Kafka's replication factor in the comparison: three copies on three disks."""
 
 
 def prices_from_toml(text: str) -> Prices:
@@ -83,7 +91,10 @@ def prices_from_toml(text: str) -> Prices:
 def prices_to_toml(prices: Prices | None = None) -> str:
     """The price table as TOML that `prices_from_toml` reads back, one commented key a line."""
     prices = prices or Prices()
-    lines = ["# lakelog cost price table (USD). Defaults: AWS S3 Standard, us-east-1."]
+    lines = [
+        "# lakelog cost price table (USD). Defaults: AWS S3 Standard, EC2 inter-AZ transfer "
+        "and EBS gp3, us-east-1."
+    ]
     for key, doc in PRICE_KEYS.items():
         lines += [f"# {doc}", f"{key} = {getattr(prices, key)!r}"]
     return "\n".join(lines) + "\n"
@@ -214,7 +225,8 @@ def _item(
 
 @dataclass(frozen=True, slots=True)
 class Projection:
-    """A 30-day month of Lakelog costs, and classic Kafka's cross-zone bill beside it."""
+    """A 30-day month of Lakelog costs, and classic Kafka's bill (cross-zone transfer and
+    replicated disks) for the same workload beside it."""
 
     lakelog: tuple[LineItem, ...]
     classic: tuple[LineItem, ...]
@@ -291,6 +303,13 @@ def project(
         _item("replication", "Replication (2 copies cross)", 2 * ingest_gb, "GB", cross),
         _item("produce_cross_zone", "Produce (2/3 crosses)", ingest_gb * 2 / 3, "GB", cross),
         _item("consume_cross_zone", "Consume (2/3 crosses)", egress_gb * 2 / 3, "GB", cross),
+        _item(
+            "replica_storage",
+            f"Disks ({KAFKA_REPLICAS} replicas, {retention_days:g} days kept)",
+            KAFKA_REPLICAS * stored_gb_month(usage.bytes_in, retention_days),
+            "GB-month",
+            prices.block_storage_per_gb_month,
+        ),
     )
     return Projection(lakelog, classic, tuple(_notes(usage, prices, retention_days)))
 
@@ -307,8 +326,10 @@ def _notes(usage: Usage, prices: Prices, retention_days: float) -> list[str]:
         "expect somewhat more.",
         "Only broker traffic is seen: pipeline jobs (merge, GC, compaction, export) and "
         "object-store egress to other regions are not included.",
-        "Classic Kafka: cross-zone transfer only (RF=3 over 3 zones, clients not "
-        "zone-aware); its disks and the extra brokers are not included.",
+        "Classic Kafka: RF=3 over 3 zones, clients not zone-aware; cross-zone transfer "
+        f"and {KAFKA_REPLICAS} replicas of {retention_days:g} days on block storage at "
+        "100% disk use (real clusters keep headroom, so pay more); broker instances of "
+        "either system are not included.",
     ]
     if usage.unknown_zone_bytes > 0:
         gb = usage.unknown_zone_bytes * MONTH_SECONDS / GB
