@@ -3,18 +3,27 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SERVE_STAMP := $(VENV)/.installed-serve
 
 .PHONY: serve test docs bench bench-cluster faults fuzz lint venv clean
 
 venv: $(STAMP)
 
+# Everything: the broker, the pipeline's Spark extra and the test tools.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
-	touch $(STAMP)
+	touch $(STAMP) $(SERVE_STAMP)
 
-serve: venv
+# Only what serving needs (no PySpark, no test tools); a full venv has it already.
+$(SERVE_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $(SERVE_STAMP)
+
+serve: $(SERVE_STAMP)
 	$(BIN)/lakelog serve --listen 127.0.0.1:9092 --data-dir ./lakelog-data
 
 test: venv

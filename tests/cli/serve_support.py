@@ -26,12 +26,15 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def serving(args: list[str], cwd: Path, log: Path, **env: str) -> Iterator[subprocess.Popen]:
+def serving(
+    args: list[str], cwd: Path, log: Path, lakelog: str = LAKELOG, **env: str
+) -> Iterator[subprocess.Popen]:
     """`lakelog serve ...` in its own session, output to `log`; stopped with SIGTERM when
-    the block ends (SIGKILL if stuck), and whatever a failed test left in its session too."""
+    the block ends (SIGKILL if stuck), and whatever a failed test left in its session too.
+    `lakelog`: another install's command (the test of a broker installed without Spark)."""
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [LAKELOG, "serve", *args],
+            [lakelog, "serve", *args],
             cwd=cwd,
             env=clean_env(**env),
             stdin=subprocess.DEVNULL,

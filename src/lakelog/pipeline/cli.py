@@ -34,6 +34,7 @@ from lakelog.config import Settings
 from lakelog.coordinator.pipeline_types import PipelineRun
 from lakelog.pipeline.context import JobContext, PipelineError
 from lakelog.pipeline.progress import JobSummary
+from lakelog.pipeline.requirements import missing_requirement
 
 pipeline_app = typer.Typer(
     help="Run the data pipeline's jobs (gc, merge, retention, compact, export) on Spark.",
@@ -148,6 +149,11 @@ def run_job(
     except Exception as exc:
         context.__exit__(None, None, None)
         raise UserError(f"cannot open the cluster's coordinator: {describe(exc)}") from exc
+    missing = missing_requirement()
+    if missing is not None:  # recorded, so the console's Pipeline page says it too
+        _record(context, name, started_ms, 0.0, "failed", {"error": missing})
+        context.__exit__(None, None, None)
+        raise UserError(missing)
     try:
         with _progress(context):
             summary = job(context)

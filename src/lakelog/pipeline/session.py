@@ -12,7 +12,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from lakelog.pipeline import spark_quiet
-from lakelog.spark.session_start import get_or_create, under_spark_submit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,6 +40,8 @@ def resolve_master(master: str | None) -> str | None:
     spark-submit (None: keep spark-submit's)."""
     if master:
         return master
+    from lakelog.spark.session_start import under_spark_submit
+
     return None if under_spark_submit() else DEFAULT_MASTER
 
 
@@ -73,6 +74,8 @@ def build_session(master: str | None = None, app_name: str = "lakelog-pipeline")
             "spark.driver.host", "127.0.0.1"
         )
     from pyspark import SparkContext
+
+    from lakelog.spark.session_start import get_or_create, under_spark_submit
 
     if under_spark_submit() or SparkContext._gateway is not None:
         session = get_or_create(builder)  # the JVM is started: its log set-up stays

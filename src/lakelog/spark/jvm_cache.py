@@ -23,10 +23,11 @@ import hashlib
 import importlib.util
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from lakelog.util.java import find_java
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -135,7 +136,7 @@ def archive_key() -> str | None:
     """Names the archive after what it depends on: the JVM build and Spark's jars (the JVM
     ignores an archive another build or class path wrote, and this one would then never be
     replaced)."""
-    java = _java()
+    java = find_java()
     jars = _spark_jars()
     if java is None or jars is None:
         return None
@@ -171,14 +172,6 @@ def _finish_writing(writing: Path) -> None:
             os.replace(writing, writing.with_name(writing.name.split(".")[0] + ".jsa"))
         else:
             writing.unlink()
-
-
-def _java() -> Path | None:
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not found or not os.path.exists(found):
-        return None
-    return Path(os.path.realpath(found))
 
 
 def _spark_jars() -> Path | None:
