@@ -444,6 +444,11 @@ class Settings(BaseSettings):
     fetch always returns at least one row, so keep it near max.partition.fetch.bytes)."""
     merge_max_files: int = 20_000
     """At most this many objects are merged in one run (bounds the job's memory)."""
+    pipeline_ship_lakelog: bool = True
+    """On a Spark master that is not local (spark://, yarn, k8s://) and outside
+    spark-submit, ship Lakelog and its dependencies to the executors as an archive
+    (`lakelog pipeline pack`, passed as spark.archives), unless spark.archives is set in
+    the environment's Spark defaults. Off: the workers must have lakelog[spark] installed."""
 
     # cluster mirroring (KIP-1279)
     mirror_num_fetchers: int = 2

@@ -78,4 +78,8 @@ def scale_out(data_dir: Path) -> Backend:
 
 
 def backend_for(data_dir: Path) -> Backend:
-    return scale_out(data_dir) if SCALE_OUT else embedded(data_dir)
+    """The pass's backend; a data dir a test set up with `scale_out` keeps PostgreSQL + S3
+    whichever pass runs it (the Spark cluster tests need both)."""
+    if SCALE_OUT or (data_dir / _STATE_FILE).exists():
+        return scale_out(data_dir)
+    return embedded(data_dir)

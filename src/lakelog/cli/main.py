@@ -130,7 +130,10 @@ app.command("console", help="Serve a read-only web console and live dashboards."
 app.add_typer(
     pipeline_app,
     name="pipeline",
-    help="Run the data pipeline's jobs (gc, merge, retention, compact, export) on Spark.",
+    help=(
+        "Run the data pipeline's jobs (gc, merge, retention, compact, export) on Spark; "
+        "pack Lakelog for Spark executors."
+    ),
 )
 
 

@@ -37,7 +37,10 @@ from lakelog.pipeline.progress import JobSummary
 from lakelog.pipeline.requirements import missing_requirement
 
 pipeline_app = typer.Typer(
-    help="Run the data pipeline's jobs (gc, merge, retention, compact, export) on Spark.",
+    help=(
+        "Run the data pipeline's jobs (gc, merge, retention, compact, export) on Spark; "
+        "pack Lakelog for Spark executors."
+    ),
     no_args_is_help=True,
 )
 console = Console(stderr=True)
@@ -359,3 +362,28 @@ def export(
         return run_export(settings, topics, output, ctx.progress, spark_factory=lambda: ctx.spark)
 
     run_job(settings, master, False, job, as_json, name="export")
+
+
+@pipeline_app.command()
+def pack(
+    output: Annotated[Path, typer.Option(help="Where to write the archive (.tar.gz).")] = Path(
+        "lakelog-env.tar.gz"
+    ),
+) -> None:
+    """Pack Lakelog and what it imports (PySpark and py4j aside: the cluster's own) into an
+    archive for Spark executors: pass it as `spark.archives=FILE#lakelog_env` with
+    `spark.executorEnv.PYTHONPATH=lakelog_env` (or `--archives` to spark-submit).
+    `lakelog pipeline ... --master spark://...` ships one by itself."""
+    missing = missing_requirement()
+    if missing is not None and "PySpark" in missing:
+        raise UserError(missing)
+    from lakelog.pipeline.pack_env import ROOT
+    from lakelog.pipeline.pack_env import pack as pack_archive
+
+    packed = pack_archive(output)
+    console.print(
+        f"wrote {packed.path} ({packed.size / (1 << 20):,.1f} MiB, "
+        f"{len(packed.distributions)} distributions); give it to Spark as\n"
+        f"  --conf spark.archives={packed.path.resolve()}#{ROOT} "
+        f"--conf spark.executorEnv.PYTHONPATH={ROOT}"
+    )

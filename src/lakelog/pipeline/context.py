@@ -104,7 +104,12 @@ class JobContext:
                 return active
             self.progress.stage("starting Spark")
             started = time.monotonic()
-            self._spark = build_session(self.master)
+            from lakelog.spark.worker_check import WorkersCannotImportLakelog
+
+            try:
+                self._spark = build_session(self.master, ship=self.settings.pipeline_ship_lakelog)
+            except WorkersCannotImportLakelog as exc:
+                raise PipelineError(str(exc)) from None
             self.spark_seconds = time.monotonic() - started
             self._own_spark = True
         return self._spark

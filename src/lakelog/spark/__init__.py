@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from lakelog.spark.session_start import SPARK_CONF, get_or_create, under_spark_submit
 from lakelog.spark.source import SCHEMA, LakelogDataSource, WarmUpSource
+from lakelog.spark.worker_check import WorkersCannotImportLakelog, check_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,6 +37,7 @@ __all__ = [
     "SCHEMA",
     "SPARK_CONF",
     "LakelogDataSource",
+    "WorkersCannotImportLakelog",
     "get_or_create",
     "register",
     "under_spark_submit",
@@ -43,8 +45,16 @@ __all__ = [
 ]
 
 
-def register(spark: SparkSession) -> None:
-    """Make `format("lakelog")` available in this session (readers and streams)."""
+def register(spark: SparkSession, check: bool = True) -> None:
+    """Make `format("lakelog")` available in this session (readers and streams).
+
+    With `check`, first make sure Spark's Python workers can import lakelog, and raise
+    `WorkersCannotImportLakelog` with one line saying how to fix it if not (a session
+    started from a virtual environment's python without activating it runs its workers
+    with `python3` from PATH, which lacks lakelog; executors on other machines lack it
+    unless it is shipped to them)."""
+    if check:
+        check_workers(spark)
     spark.dataSource.register(LakelogDataSource)
 
 
