@@ -31,6 +31,7 @@ from e2e_harness import BrokerProcess, kafka_admin
 from kafka import TopicPartition as KTopicPartition
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType
+from kafka.structs import OffsetAndMetadata
 
 TIMEOUT = 15.0
 TOPIC_OPERATIONS = {
@@ -129,14 +130,20 @@ def test_metadata_and_describe_groups_fill_authorized_operations(
     shared_broker: BrokerProcess, admin: AdminClient, topic_name: str
 ) -> None:
     _create(admin, topic_name)
+    group = topic_name + "-group"
     with kafka_admin(shared_broker.bootstrap) as client:
         (described,) = client.describe_topics([topic_name])  # type: ignore[attr-defined]
+        # The group must exist: from DescribeGroups v6 (KIP-1043) a group that does not
+        # is GROUP_ID_NOT_FOUND, and Kafka lists operations only for groups it describes.
+        client.alter_group_offsets(  # type: ignore[attr-defined]
+            group, {KTopicPartition(topic_name, 0): OffsetAndMetadata(0, "", -1)}
+        )
         groups = client.describe_groups(  # type: ignore[attr-defined]
-            [topic_name + "-group"], include_authorized_operations=True
+            [group], include_authorized_operations=True
         )
     assert set(described["authorized_operations"]) == TOPIC_OPERATIONS
-    operations = groups[topic_name + "-group"]["authorized_operations"]
-    assert set(operations) == {"READ", "DESCRIBE", "DELETE"}
+    assert groups[group]["group_state"] == "Empty"
+    assert set(groups[group]["authorized_operations"]) == {"READ", "DESCRIBE", "DELETE"}
 
 
 # ---------------------------------------------------------------- DescribeLogDirs

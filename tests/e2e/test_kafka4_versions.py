@@ -1,4 +1,4 @@
-"""Kafka 4.1's versions of the data APIs: Produce v13 and Fetch v13-17 name topics by id
+"""Kafka 4.1's versions of the data APIs: Produce v13 and Fetch v13-18 name topics by id
 (KIP-516), ListOffsets v9-10 (KIP-1005's LATEST_TIERED_TIMESTAMP). kafka-python picks the
 highest version both sides speak, so its producer, consumer and offset lookups run on them,
 and it infers the broker's version from them. Raw frames cover what clients never send:
@@ -132,7 +132,7 @@ def test_clients_on_the_new_versions(broker_factory: Any, topic_name: str) -> No
     samples = scrape(broker.metrics_port or 0)
     by_id = sum(
         metric_sum(samples, "lakelog_requests_total", api="fetch", version=str(v))
-        for v in range(13, 18)
+        for v in range(13, 19)
     )
     assert by_id > 0  # librdkafka 2.16 fetches by topic id
 
@@ -165,7 +165,7 @@ def test_produce_and_fetch_by_topic_id(shared_broker: BrokerProcess, topic_name:
             (stranger, 0): (UNKNOWN_TOPIC_ID, -1),
             (None, 0): (UNKNOWN_TOPIC_ID, -1),
         }
-        for version in (13, 15, 16, 17):
+        for version in (13, 15, 16, 17, 18):
             fetched = c.request(1, version, _fetch(version, {known: [0, 1], stranger: [0]}))
             by_topic = {t.topic_id: t.partitions for t in fetched.responses}
             p0, p1 = by_topic[known]

@@ -1,8 +1,8 @@
 """Fetch responses encoded by hand as a list of buffers, so batch bytes are never copied.
 
-Covers Fetch v4-v17: v12 is the first flexible version, v13 names topics by id (KIP-516).
-v16's tagged fields (the current leader and node endpoints, sent with NOT_LEADER errors)
-are never needed here: any broker serves any partition.
+Covers Fetch v4-v18 (v18 answers as v17): v12 is the first flexible version, v13 names
+topics by id (KIP-516). v16's tagged fields (the current leader and node endpoints, sent
+with NOT_LEADER errors) are never needed here: any broker serves any partition.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def encode_fetch_response(
     error: int = 0,
     session_id: int = 0,
 ) -> list[Buffer]:
-    """The response body (no size prefix or header) for Fetch `version` (4..17); topics
+    """The response body (no size prefix or header) for Fetch `version` (4..18); topics
     are named by name before v13 and by id (a UUID) from v13."""
     flexible = version >= 12
     head = bytearray(_INT32.pack(0))  # throttle_time_ms

@@ -30,6 +30,7 @@ from lakelog.server.api.outage import answer_outage, build_error_response
 from lakelog.server.api.produce import PRODUCE_KEY
 from lakelog.server.api.raw import NoResponse, RawResponse
 from lakelog.server.api.registry import HANDLERS, PASSES_AT_START
+from lakelog.server.api.unserved import unserved_code, unserved_response
 from lakelog.server.cluster.outage import RateLimitedLog
 from lakelog.server.connection import Buffers, CloseConnection, Turn
 from lakelog.util import metrics
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _clipped = RateLimitedLog(log)
+_unserved_log = RateLimitedLog(log)
 
 
 class Dispatcher:
@@ -81,15 +83,15 @@ class Dispatcher:
 
             sasl = sasl_enabled(self._broker)
             return [unsupported_version_response(header.correlation_id, sasl)]
-        if spec is None or not spec.min_version <= header.api_version <= spec.max_version:
+        served = spec is not None and spec.min_version <= header.api_version <= spec.max_version
+        schema = api_schema(header.api_key, header.api_version)
+        if schema is None:
             metrics.request_errors_total.labels(api=str(header.api_key)).inc()
             raise CloseConnection(
                 f"unsupported API key {header.api_key} version {header.api_version}"
             )
-        schema = api_schema(header.api_key, header.api_version)
-        if schema is None:
-            raise CloseConnection(f"no schema for API {header.api_key} v{header.api_version}")
-        api_name = spec.handler.__name__
+        raw = spec is not None and served and spec.raw
+        api_name = spec.handler.__name__ if spec is not None else f"api_{header.api_key}"
         started = time.perf_counter()
         try:
             if (
@@ -100,15 +102,15 @@ class Dispatcher:
                     f"{len(frame)} bytes, over non_produce_request_max_bytes"
                     f" ({self._broker.settings.non_produce_request_max_bytes})"
                 )
-            request = (
-                frame[header.body_offset :] if spec.raw else decode_body(schema, frame, header)
-            )
-            field = None if spec.raw else wrong_null(request, header.api_key, header.api_version)
+            request = frame[header.body_offset :] if raw else decode_body(schema, frame, header)
+            field = None if raw else wrong_null(request, header.api_key, header.api_version)
             if field is not None:
                 raise MalformedRequest(f"non-nullable field {field} is null")
         except MalformedRequest as exc:
             metrics.request_errors_total.labels(api=api_name).inc()
             return self._invalid_request(header, schema, api_name, peer, exc)
+        if spec is None or not served:
+            return self._unserved(header, schema, api_name, peer, request)
         ctx = RequestContext(
             header.api_key,
             header.api_version,
@@ -147,6 +149,30 @@ class Dispatcher:
                     schema, header.correlation_id, response, header_flexible, api_name
                 )
             ]
+        return [_encode(schema, header.correlation_id, response, header_flexible, api_name)]
+
+    def _unserved(
+        self, header: RequestHeader, schema: ApiSchema, api_name: str, peer: str, request: Any
+    ) -> Buffers:
+        """A well-formed request of an API or version this broker does not offer: its
+        response with a typed error (`lakelog.server.api.unserved`), or a closed
+        connection where the response has nowhere to carry one."""
+        metrics.request_errors_total.labels(api=api_name).inc()
+        response = unserved_response(
+            header.api_key, header.api_version, request, self._broker.cluster_id
+        )
+        if response is None:
+            raise CloseConnection(
+                f"unsupported API key {header.api_key} version {header.api_version}"
+            )
+        _unserved_log.warning(
+            "answering API %d v%d from %s with %s: not served",
+            header.api_key,
+            header.api_version,
+            peer,
+            unserved_code(header.api_key).name.upper(),
+        )
+        header_flexible = schema.flexible and header.api_key != API_VERSIONS_KEY
         return [_encode(schema, header.correlation_id, response, header_flexible, api_name)]
 
     def _invalid_request(

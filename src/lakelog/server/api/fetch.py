@@ -31,7 +31,8 @@ FETCH_KEY = 1
 NULL_TOPIC_ID = UUID(int=0)
 TOPIC_ID_VERSION = 13
 """Fetch v13+ names topics by id (KIP-516); v15 moves the replica id into a tagged replica
-state and v17 adds a tagged replica directory id, both for followers only."""
+state, v17 adds a tagged replica directory id and v18 (Kafka 4.1, KIP-1166) a tagged
+high watermark to it, all for followers only: for consumers v18 is v17."""
 READ_COMMITTED = 1
 
 
@@ -241,7 +242,7 @@ def _aborted_within(aborted: Sequence[AbortedTxn], last_offset: int) -> list[tup
     return [(a.producer_id, a.first_offset) for a in aborted if a.first_offset <= last_offset]
 
 
-@handles(FETCH_KEY, 4, 17)
+@handles(FETCH_KEY, 4, 18)
 async def fetch(ctx: RequestContext, request: Any) -> RawResponse:
     loop = asyncio.get_running_loop()
     max_wait = request.max_wait.total_seconds()

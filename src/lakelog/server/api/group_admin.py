@@ -25,6 +25,10 @@ from lakelog.server.api.registry import handles
 from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import paced
 
+GROUP_ID_NOT_FOUND_VERSION = 6
+"""DescribeGroups v6+ (KIP-1043) answers a group that does not exist GROUP_ID_NOT_FOUND,
+with a message, where earlier versions describe it as a Dead group with no error."""
+
 
 @handles(LIST_GROUPS, 0, 5)
 async def list_groups(ctx: RequestContext, request: Any) -> Any:
@@ -72,7 +76,7 @@ async def list_groups(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-@handles(DESCRIBE_GROUPS, 0, 5)
+@handles(DESCRIBE_GROUPS, 0, 6)
 async def describe_groups(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     described = []
@@ -106,13 +110,17 @@ async def _describe_group(ctx: RequestContext, m: Any, group_id: str) -> Any:
     group = None if error else await ctx.broker.groups.get(group_id, create=False)
     if group is None:
         state = "Dead"
+        message = None
         if error == ErrorCode.group_authorization_failed:
             state = ""  # Kafka tells a caller who may not describe the group nothing
         elif error is None and await ctx.broker.groups.fetch_offsets(group_id, None):
             state = "Empty"  # known only by its committed offsets
+        elif error is None and ctx.api_version >= GROUP_ID_NOT_FOUND_VERSION:
+            error, message = ErrorCode.group_id_not_found, f"Group {group_id} not found."
         return build(
             m.DescribedGroup,
             error_code=error or ErrorCode.none,
+            error_message=message,
             group_id=group_id,
             group_state=state,
             protocol_type="",

@@ -1,4 +1,5 @@
-"""DescribeLogDirs: the one "log dir" a diskless broker has is the object store.
+"""DescribeLogDirs and AlterReplicaLogDirs: the one "log dir" a diskless broker has is
+the object store.
 
 Every broker serves every partition from the same objects, so each broker reports all
 partitions asked for, under one log dir named by the store's URL (credentials, query and
@@ -9,6 +10,12 @@ capacity: total and usable bytes are -1 (unknown), as Kafka's v4 fields allow.
 
 v5 (KIP-1066, cordoned log dirs) is not advertised: kafka-python takes DescribeLogDirs v5
 to mean a Kafka 4.3 broker and would then expect everything 4.3 serves.
+
+AlterReplicaLogDirs asks a broker to move replicas between its local disks. A diskless
+broker has none to move between: moving a partition to the one log dir it reports is a
+no-op answered NONE (Kafka answers NONE for a replica already in, or not yet hosted in,
+the named dir), and any other dir is one this broker does not have: LOG_DIR_NOT_FOUND,
+as Kafka's LogManager answers for a path that is not among its `log.dirs`.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from lakelog.server.api.registry import handles
 from lakelog.util.errors import ErrorCode
 
 DESCRIBE_LOG_DIRS_KEY = 35
+ALTER_REPLICA_LOG_DIRS_KEY = 34
 UNKNOWN_BYTES = -1
 
 
@@ -98,4 +106,41 @@ async def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
         throttle_time=datetime.timedelta(0),
         error_code=ErrorCode.none,
         results=(result,),
+    )
+
+
+@handles(ALTER_REPLICA_LOG_DIRS_KEY, 1, 2)
+async def alter_replica_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    """Every partition answered: CLUSTER_AUTHORIZATION_FAILED without ALTER on the cluster
+    (Kafka's check), NONE for this broker's one log dir, LOG_DIR_NOT_FOUND for any other."""
+    m = ctx.schema
+    ours = log_dir_name(ctx.broker.settings.resolved_storage_url)
+    allowed = authz.cluster_allowed(ctx, Operation.ALTER)
+    # A partition named under several dirs gets one answer (Kafka keys its result by
+    # partition, the last dir named winning).
+    codes: dict[str, dict[int, ErrorCode]] = {}
+    for d in request.dirs:
+        if not allowed:
+            code = ErrorCode.cluster_authorization_failed
+        elif str(d.path) == ours:
+            code = ErrorCode.none
+        else:
+            code = ErrorCode.log_dir_not_found
+        for t in d.topics:
+            per_topic = codes.setdefault(str(t.name), {})
+            for p in t.partitions:
+                per_topic[int(p)] = code
+    results = tuple(
+        build(
+            m.AlterReplicaLogDirTopicResult,
+            topic_name=name,
+            partitions=tuple(
+                build(m.AlterReplicaLogDirPartitionResult, partition_index=p, error_code=c)
+                for p, c in partitions.items()
+            ),
+        )
+        for name, partitions in codes.items()
+    )
+    return build(
+        m.AlterReplicaLogDirsResponse, throttle_time=datetime.timedelta(0), results=results
     )

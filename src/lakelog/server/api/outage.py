@@ -186,7 +186,12 @@ PLANS: dict[int, Plan] = {
                 "results_by_transaction",
                 (("transactional_id", "transactional_id"),),
                 children=(
-                    Echo("topics", "topic_results", (("name", "name"),), (_TXN_PARTITIONS,)),
+                    Echo(
+                        "topics",
+                        "topic_results",
+                        (("name", "name"),),
+                        children=(_TXN_PARTITIONS,),
+                    ),
                 ),
             ),
         ),
@@ -244,6 +249,7 @@ PLANS: dict[int, Plan] = {
     30: Plan(TIMED_OUT, (Echo("creations", "results"),)),  # CreateAcls
     31: Plan(TIMED_OUT, (Echo("filters", "filter_results"),)),  # DeleteAcls
     35: Plan(TIMED_OUT),  # DescribeLogDirs: see `_log_dirs`
+    34: Plan(STORAGE),  # AlterReplicaLogDirs: see `_replica_log_dirs`
     75: Plan(
         TIMED_OUT, (Echo("topics", "topics", (("name", "name"),)),)
     ),  # DescribeTopicPartitions
@@ -279,11 +285,31 @@ def build_outage_response(
     api_key: int, version: int, request: Any, plan: Plan, ctx: RequestContext | None = None
 ) -> Any:
     """The error response of `plan` for `request` (api_key/version), as a kio object."""
+    cluster_id = None if ctx is None else ctx.broker.cluster_id
+    return build_plan_response(api_key, version, request, plan, MESSAGE, cluster_id)
+
+
+def build_plan_response(
+    api_key: int,
+    version: int,
+    request: Any,
+    plan: Plan,
+    message: str,
+    cluster_id: str | None = None,
+) -> Any:
+    """The response of `api_key`/`version` with `plan`'s code (and `message` where the
+    response has one) in its error fields, echoing `request` by `plan`'s rules."""
     cls = load_response_schema(api_key, version)
-    extra: dict[str, Any] = {}
-    if ctx is not None and "cluster_id" in cls.__dataclass_fields__:
-        extra["cluster_id"] = ctx.broker.cluster_id
-    return _entity(cls, plan.code, request, plan.echoes, extra, own_error=plan.top_level)
+    extra = {} if cluster_id is None else {"cluster_id": cluster_id}
+    return _entity(
+        cls, plan.code, request, plan.echoes, extra, own_error=plan.top_level, message=message
+    )
+
+
+def has_top_level_error(api_key: int, version: int) -> bool:
+    """True if the response of `api_key`/`version` has an error code of its own."""
+    fields = load_response_schema(api_key, version).__dataclass_fields__
+    return any(name in fields for name in _ERROR_FIELDS)
 
 
 def build_error_response(
@@ -338,7 +364,46 @@ def _log_dirs(ctx: RequestContext, request: Any) -> Any:
     return _entity(cls, code, None, (), {"results": (result,)})
 
 
-BUILDERS: dict[int, Callable[[RequestContext, Any], Any]] = {3: _metadata, 35: _log_dirs}
+def _replica_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    """AlterReplicaLogDirs: every partition asked for KAFKA_STORAGE_ERROR (the request
+    nests partitions under dirs, the response under topics alone)."""
+    cls = load_response_schema(ctx.api_key, ctx.api_version)
+    m = ctx.schema
+    code = PLANS[ctx.api_key].code
+    partitions: dict[str, set[int]] = {}
+    for d in request.dirs:
+        for t in d.topics:
+            partitions.setdefault(str(t.name), set()).update(int(p) for p in t.partitions)
+    results = tuple(
+        _entity(
+            m.AlterReplicaLogDirTopicResult,
+            code,
+            None,
+            (),
+            {
+                "topic_name": name,
+                "partitions": tuple(
+                    _entity(
+                        m.AlterReplicaLogDirPartitionResult,
+                        code,
+                        None,
+                        (),
+                        {"partition_index": p},
+                    )
+                    for p in sorted(ps)
+                ),
+            },
+        )
+        for name, ps in partitions.items()
+    )
+    return _entity(cls, code, None, (), {"results": results})
+
+
+BUILDERS: dict[int, Callable[[RequestContext, Any], Any]] = {
+    3: _metadata,
+    34: _replica_log_dirs,
+    35: _log_dirs,
+}
 
 
 # -- generic construction from kio classes
