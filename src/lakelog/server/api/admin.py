@@ -31,6 +31,7 @@ from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.encoded import compact_length, encode_entity
 from lakelog.server.api.raw import RawResponse
 from lakelog.server.api.registry import handles
+from lakelog.server.cluster.dynamic_broker_configs import DynamicBrokerConfigs
 from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import paced
 
@@ -232,12 +233,13 @@ def _created(
     m: Any,
     plan: CreateTopicRequest,
     topic_id: UUID | None,
-    settings: Settings,
+    dynamic: DynamicBrokerConfigs,
     described: dict[tuple[tuple[str, str], ...], tuple[Any, ...]],
 ) -> Any:
-    """A created topic's result; v5+ lists the topic's configs, built once per distinct set
-    of configs in the request (`described`): 10,000 topics each describing its 30 configs
-    took seconds of the event loop, even with validate_only."""
+    """A created topic's result; v5+ lists the topic's configs as DescribeConfigs would
+    (the dynamic broker layers included), built once per distinct set of configs in the
+    request (`described`): 10,000 topics each describing its 30 configs took seconds of
+    the event loop, even with validate_only."""
     configs: tuple[Any, ...] = ()
     if hasattr(m, "CreatableTopicConfigs"):  # v5+
         key = tuple(sorted(plan.configs.items()))
@@ -251,7 +253,7 @@ def _created(
                     config_source=int(e.source),
                     is_sensitive=False,
                 )
-                for e in topic_entries(plan.configs, settings)
+                for e in topic_entries(plan.configs, dynamic.static, dynamic.cluster, dynamic.own)
             )
         configs = described[key]
     return build(
@@ -341,7 +343,9 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
         described: dict[tuple[tuple[str, str], ...], tuple[Any, ...]] = {}
         for (i, plan), outcome in zip(plans, outcomes, strict=True):
             if outcome.error == ErrorCode.none:
-                results[i] = _created(m, plan, outcome.topic_id, settings, described)
+                results[i] = _created(
+                    m, plan, outcome.topic_id, ctx.broker.dynamic_configs, described
+                )
                 if getattr(results[i], "configs", ()) and not authz.topic_allowed(
                     ctx, plan.name, Operation.DESCRIBE_CONFIGS
                 ):  # Kafka shows a topic's configs only to who may describe them
