@@ -25,7 +25,7 @@ from e2e_fixtures import BrokerFactory
 from e2e_harness import create_topic, kafka_admin, wait_until
 from group_clients import unique
 from kafka.admin import ConfigResource as KConfigResource
-from kafka.admin import ConfigResourceType
+from kafka.admin import ConfigResourceType, NewTopic
 
 TIMEOUT = 15.0
 
@@ -213,6 +213,17 @@ def test_every_kafka_dynamic_key_is_stored_and_described(broker_factory: BrokerF
         )["broker"][name]
     assert found[relogin]["value"] == "60000"
     assert found[secret]["value"] is None and found[secret]["is_sensitive"]
+
+    # An applied key is a topic's default: CreateTopics' answer (v5+) says where it is from.
+    _alter(admin, name, _set("log.retention.ms", "3600000"))
+    with kafka_admin(broker.bootstrap) as client:
+        created = client.create_topics(  # type: ignore[attr-defined]
+            [NewTopic(unique("dyn-created"), 1, 1)]
+        )
+    [topic] = created["topics"]
+    retention = topic["configs"]["retention.ms"]
+    assert (retention["value"], retention["config_source"]) == ("3600000", "DYNAMIC_BROKER_CONFIG")
+    assert topic["configs"]["cleanup.policy"]["config_source"] == "DEFAULT_CONFIG"
 
     # The cluster-wide default takes cluster-level keys, through `lakelog configs`.
     _lakelog(
