@@ -342,7 +342,9 @@ async def _alter_broker(
                 name or CLUSTER_DEFAULT, set_configs, delete, not incremental, validate_only
             )
         except DynamicConfigError as exc:
-            raise ConfigProblem(ErrorCode.invalid_config, str(exc)) from None
+            # Kafka's answer too: its broker turns a failed ConfigDef check into
+            # INVALID_REQUEST (ConfigAdminManager.validateBrokerConfigChange, KAFKA-13609)
+            raise ConfigProblem(ErrorCode.invalid_request, str(exc)) from None
 
 
 async def _alter_group(

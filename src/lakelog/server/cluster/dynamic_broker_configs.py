@@ -74,7 +74,7 @@ DYNAMIC_KEYS = APPLIED
 
 
 class DynamicConfigError(ValueError):
-    """A value Kafka would refuse with INVALID_CONFIG."""
+    """A value Kafka's ConfigDef refuses (Kafka answers INVALID_REQUEST)."""
 
 
 def _check_applied(name: str, value: str) -> None:
