@@ -2,7 +2,8 @@
 the authorizer on and `User:admin` a super user: a principal without ACLs can do nothing;
 a PREFIXED READ grant lets it consume exactly those topics; a DENY beats an ALLOW; ACLs
 made on one broker hold on another within a second; the ACL admin APIs through
-confluent-kafka's and kafka-python's admin clients; bad CreateAcls entries get
+confluent-kafka's and kafka-python's admin clients (a filter principal compared as written,
+`*` accepted, as Kafka does); bad CreateAcls entries get
 INVALID_REQUEST and the broker carries on."""
 
 from __future__ import annotations
@@ -391,6 +392,29 @@ def test_acl_admin_with_confluent_kafka(acl_broker: BrokerProcess) -> None:
     )
     assert describe(only_bob) == {prefixed}
 
+    # Kafka compares a filter's principal as written: `*` is accepted (no INVALID_REQUEST)
+    # and selects nothing, `User:*` selects the ACLs for everyone, not every ACL.
+    everyone = acl(ResourceType.TOPIC, "public", AclOperation.READ, principal="User:*")
+    grant(acl_broker, everyone)
+
+    def by_principal(principal: str) -> AclBindingFilter:
+        return AclBindingFilter(
+            ResourceType.ANY,
+            None,
+            ResourcePatternType.ANY,
+            principal,
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+
+    assert describe(by_principal("*")) == set()
+    assert describe(by_principal("User:*")) == {everyone}
+    [deleted] = admin.delete_acls([by_principal("*")], request_timeout=TIMEOUT).values()
+    assert deleted.result(TIMEOUT) == []
+    [deleted] = admin.delete_acls([by_principal("User:*")], request_timeout=TIMEOUT).values()
+    assert deleted.result(TIMEOUT) == [everyone]
+
     [deleted] = admin.delete_acls([match_orders], request_timeout=TIMEOUT).values()
     assert set(deleted.result(TIMEOUT)) == {literal, prefixed}
     assert describe(every) == {group, cluster}
@@ -458,6 +482,17 @@ def test_acl_admin_with_kafka_python(acl_broker: BrokerProcess) -> None:
         )
         found, _ = admin.describe_acls(everything)
         assert [(a.host, a.resource_pattern.resource_name) for a in found] == [("10.1.2.3", "g")]
+        star = kadmin.ACLFilter(
+            "*",
+            None,
+            kadmin.ACLOperation.ANY,
+            kadmin.ACLPermissionType.ANY,
+            kadmin.ResourcePatternFilter(
+                kadmin.ResourceType.ANY, None, kadmin.ACLResourcePatternType.ANY
+            ),
+        )
+        found, error = admin.describe_acls(star)  # as Kafka: accepted, selects nothing
+        assert (found, error) == ([], kafka.errors.NoError)
     finally:
         admin.close()
     alice = kadmin.KafkaAdminClient(**kafka_python_conf(acl_broker, "alice"))

@@ -201,6 +201,68 @@ def test_describe_configs_defaults_and_overrides(admin: AdminClient, topic_name:
     assert {"max.message.bytes", "segment.bytes", "min.insync.replicas"} <= configs.keys()
 
 
+EXPLICIT_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "zstd",
+    "delete.retention.ms": "1000",
+    "file.delete.delay.ms": "1000",
+    "flush.messages": "1000",
+    "flush.ms": "1000",
+    "follower.replication.throttled.replicas": "0:0",
+    "index.interval.bytes": "8192",
+    "leader.replication.throttled.replicas": "0:0",
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "100000",
+    "max.message.bytes": "2000000",
+    "message.downconversion.enable": "false",
+    "message.timestamp.after.max.ms": "1000",
+    "message.timestamp.before.max.ms": "1000",
+    "message.timestamp.difference.max.ms": "1000",
+    "message.timestamp.type": "LogAppendTime",
+    "min.cleanable.dirty.ratio": "0.1",
+    "min.compaction.lag.ms": "1000",
+    "min.insync.replicas": "1",
+    "preallocate": "true",
+    "remote.storage.enable": "false",
+    "retention.bytes": "1000000",
+    "retention.ms": "1000000",
+    "segment.bytes": "1000000",
+    "segment.index.bytes": "1000000",
+    "segment.jitter.ms": "1000",
+    "segment.ms": "1000000",
+    "unclean.leader.election.enable": "true",
+}
+"""A value for every topic config, some equal to the default (min.insync.replicas=1): a
+config the topic sets is the topic's, whatever its value."""
+
+
+def test_every_explicit_topic_config_is_reported_as_the_topics(
+    shared_broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
+    """Kafka reports a config a topic sets as DYNAMIC_TOPIC_CONFIG, even when its value is
+    the default's; set at create time (confluent-kafka) or altered later (kafka-python)."""
+    _create(admin, topic_name, config=EXPLICIT_TOPIC_CONFIGS)
+    configs = _topic_configs(admin, topic_name)
+    found = {name: (configs[name].value, configs[name].source) for name in EXPLICIT_TOPIC_CONFIGS}
+    topic_source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert found == {name: (v, topic_source) for name, v in EXPLICIT_TOPIC_CONFIGS.items()}
+    assert not any(configs[name].is_default for name in EXPLICIT_TOPIC_CONFIGS)
+
+    other = f"{topic_name}-altered"
+    _create(admin, other)
+    resource = KConfigResource(
+        ConfigResourceType.TOPIC, other, configs={"min.insync.replicas": "2"}
+    )
+    with kafka_admin(shared_broker.bootstrap) as client:
+        client.alter_configs([resource], incremental=True)  # type: ignore[attr-defined]
+        result = client.describe_configs(  # type: ignore[attr-defined]
+            [KConfigResource(ConfigResourceType.TOPIC, other)], config_filter="all"
+        )
+    entry = result["topic"][other]["min.insync.replicas"]
+    assert (entry["value"], entry["config_source"]) == ("2", "DYNAMIC_TOPIC_CONFIG")
+
+
 def test_describe_configs_kafka_python(
     shared_broker: BrokerProcess, admin: AdminClient, topic_name: str
 ) -> None:

@@ -25,7 +25,7 @@ from e2e_fixtures import BrokerFactory
 from e2e_harness import create_topic, kafka_admin, wait_until
 from group_clients import unique
 from kafka.admin import ConfigResource as KConfigResource
-from kafka.admin import ConfigResourceType
+from kafka.admin import ConfigResourceType, NewTopic
 
 TIMEOUT = 15.0
 
@@ -140,7 +140,7 @@ def test_cluster_default_and_per_broker_values(
         _alter(admin_one, "1", bad)
     except Exception as exc:  # confluent-kafka raises KafkaException
         error: KafkaError = exc.args[0]
-        assert error.name() == "INVALID_CONFIG" and "Not a number" in error.str()
+        assert error.name() == "INVALID_REQUEST" and "Not a number" in error.str()
     else:
         raise AssertionError("max.connections=lots was accepted")
 
@@ -157,3 +157,119 @@ def test_cluster_default_and_per_broker_values(
     retention = described["broker"]["1"]["log.retention.ms"]
     assert retention["value"] == "86400000"
     assert retention["config_source"] == "DYNAMIC_BROKER_CONFIG"
+
+
+def _refusal(admin: AdminClient, name: str, *entries: ConfigEntry) -> tuple[str, str]:
+    """The (error name, message) an alteration is refused with."""
+    try:
+        _alter(admin, name, *entries)
+    except Exception as exc:  # confluent-kafka raises KafkaException
+        error: KafkaError = exc.args[0]
+        return error.name(), error.str()
+    raise AssertionError(f"{[e.name for e in entries]} was accepted")
+
+
+def _set(name: str, value: str) -> ConfigEntry:
+    return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+
+
+def test_every_kafka_dynamic_key_is_stored_and_described(broker_factory: BrokerFactory) -> None:
+    """Keys Kafka changes at runtime but Lakelog has no use for (a SASL relogin time, thread
+    counts, a listener's key store password) are accepted with Kafka's checks, stored and
+    described (the password without its value), and the broker logs that they have no
+    effect; keys Kafka cannot change, or only elsewhere, are refused as Kafka refuses them."""
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    [broker_id] = admin.list_topics(timeout=TIMEOUT).brokers
+    name = str(broker_id)
+    relogin = "sasl.kerberos.min.time.before.relogin"
+    secret = "listener.name.plaintext.ssl.keystore.password"
+    _alter(
+        admin,
+        name,
+        _set(relogin, "60000"),
+        _set("num.io.threads", "16"),
+        _set(secret, "s3cret-value"),
+        ConfigEntry(
+            "metric.reporters", "a.Reporter", incremental_operation=AlterConfigOpType.APPEND
+        ),
+    )
+    described = _describe(admin, name)
+    dynamic = ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert (described[relogin].value, described[relogin].source) == ("60000", dynamic)
+    assert (described["num.io.threads"].value, described["num.io.threads"].source) == (
+        "16",
+        dynamic,
+    )
+    assert described["metric.reporters"].value == "a.Reporter"
+    password = described[secret]
+    assert (password.value, password.is_sensitive, password.source) == (None, True, dynamic)
+    assert not described[relogin].is_read_only
+
+    # kafka-python reads the same, the secret without its value too.
+    with kafka_admin(broker.bootstrap) as client:
+        found = client.describe_configs(  # type: ignore[attr-defined]
+            [KConfigResource(ConfigResourceType.BROKER, name)]
+        )["broker"][name]
+    assert found[relogin]["value"] == "60000"
+    assert found[secret]["value"] is None and found[secret]["is_sensitive"]
+
+    # An applied key is a topic's default: CreateTopics' answer (v5+) says where it is from.
+    _alter(admin, name, _set("log.retention.ms", "3600000"))
+    with kafka_admin(broker.bootstrap) as client:
+        created = client.create_topics(  # type: ignore[attr-defined]
+            [NewTopic(unique("dyn-created"), 1, 1)]
+        )
+    [topic] = created["topics"]
+    retention = topic["configs"]["retention.ms"]
+    assert (retention["value"], retention["config_source"]) == ("3600000", "DYNAMIC_BROKER_CONFIG")
+    assert topic["configs"]["cleanup.policy"]["config_source"] == "DEFAULT_CONFIG"
+
+    # The cluster-wide default takes cluster-level keys, through `lakelog configs`.
+    _lakelog(
+        "--alter",
+        "--entity-default",
+        "--add-config",
+        "log.cleaner.threads=4",
+        "-b",
+        broker.bootstrap,
+    )
+    [default] = json.loads(
+        _lakelog("--describe", "--entity-default", "--json", "-b", broker.bootstrap)
+    )
+    assert [(c["name"], c["value"], c["source"]) for c in default["configs"]] == [
+        ("log.cleaner.threads", "4", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+    ]
+
+    # Kafka's refusals, and nothing stored by a refused request.
+    refused = _refusal(
+        admin, name, _set("ssl.keystore.location", "/k.jks"), _set("num.io.threads", "8")
+    )
+    assert refused[0] == "INVALID_REQUEST" and "only per-listener" in refused[1]
+    refused = _refusal(admin, name, _set("broker.id", "7"))
+    assert (
+        refused[0] == "INVALID_REQUEST" and "Cannot update these configs dynamically" in refused[1]
+    )
+    refused = _refusal(admin, name, _set("no.such.config", "1"))
+    assert refused[0] == "INVALID_REQUEST"
+    refused = _refusal(admin, name, _set(relogin, "soon"))
+    assert refused == (
+        "INVALID_REQUEST",
+        f"Invalid value soon for configuration {relogin}: Not a number of type LONG",
+    )
+    assert _describe(admin, name)["num.io.threads"].value == "16"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "lakelog", "configs", "--entity-type", "brokers", "--alter"),
+            *("--entity-default", "--add-config", f"{relogin}=1", "-b", broker.bootstrap),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "broker id must be specified" in done.stdout + done.stderr
+
+    log = broker.log_text()
+    assert "no effect in Lakelog" in log and relogin in log
+    assert "s3cret-value" not in log

@@ -36,6 +36,8 @@ class ConfigType(enum.IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    CLASS = 8
+    PASSWORD = 9
 
 
 class AlterOp(enum.IntEnum):
@@ -131,3 +133,5 @@ class ConfigEntry:
     read_only: bool
     config_type: ConfigType
     synonyms: tuple[Synonym, ...] = ()
+    sensitive: bool = False
+    """A secret (PASSWORD type): described with a null value, as Kafka does."""

@@ -126,7 +126,9 @@ class AclBinding:
 @dataclass(frozen=True, slots=True)
 class AclFilter:
     """What DescribeAcls and DeleteAcls select: None matches any name, principal, host;
-    ANY matches any enum; pattern MATCH selects every ACL that applies to the name."""
+    ANY matches any enum; pattern MATCH selects every ACL that applies to the name. A
+    principal is compared as written, as Kafka does: `User:*` selects the ACLs for everyone,
+    not every ACL."""
 
     resource_type: ResourceType = ResourceType.ANY
     resource_name: str | None = None
@@ -173,7 +175,13 @@ def check_binding(binding: AclBinding) -> None:
 
 
 def check_filter(acl_filter: AclFilter) -> None:
-    """Raise InvalidAcl for a filter with an UNKNOWN part (Kafka: INVALID_REQUEST)."""
+    """Raise InvalidAcl for a filter with an UNKNOWN part (Kafka: INVALID_REQUEST).
+
+    The principal and host are not checked: Kafka's DescribeAcls and DeleteAcls compare
+    them as strings with the stored ACLs' (AccessControlEntryFilter.matches), so a filter
+    principal such as `*` or `nobody` is accepted and selects no ACL (no stored ACL can
+    have it: CreateAcls insists on `Type:name`), and `User:*` selects the ACLs for
+    everyone."""
     unknown = (
         acl_filter.resource_type == ResourceType.UNKNOWN
         or acl_filter.pattern_type == PatternType.UNKNOWN
@@ -182,8 +190,6 @@ def check_filter(acl_filter: AclFilter) -> None:
     )
     if unknown:
         raise InvalidAcl("The filter contains UNKNOWN elements")
-    if acl_filter.principal is not None:
-        parse_principal(acl_filter.principal)
 
 
 def pattern_matches(pattern_type: PatternType, pattern: str, name: str) -> bool:

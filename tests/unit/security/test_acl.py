@@ -246,5 +246,16 @@ def test_filters() -> None:
     assert select(AclFilter(principal=BOB)) == []
     with pytest.raises(InvalidAcl):
         check_filter(AclFilter(pattern_type=Pt.UNKNOWN))
-    with pytest.raises(InvalidAcl):
-        check_filter(AclFilter(principal="nobody"))
+
+
+def test_filter_principals_compare_as_written() -> None:
+    """Kafka checks no filter principal (DescribeAcls and DeleteAcls compare it as a string):
+    `*` and `nobody` are accepted and select nothing; `User:*` selects only the ACLs for
+    everyone, not every ACL."""
+    alice, everyone = acl("orders"), acl("orders", principal="User:*")
+    for principal in ("*", "nobody", "User:*", "User:alice"):
+        check_filter(AclFilter(principal=principal))
+    assert not filter_matches(AclFilter(principal="*"), everyone)
+    assert not filter_matches(AclFilter(principal="nobody"), alice)
+    assert filter_matches(AclFilter(principal="User:*"), everyone)
+    assert not filter_matches(AclFilter(principal="User:*"), alice)

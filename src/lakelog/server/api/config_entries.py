@@ -19,6 +19,7 @@ from lakelog.log.config_specs import (
     Synonym,
 )
 from lakelog.server.cluster.dynamic_broker_configs import DYNAMIC_KEYS
+from lakelog.server.cluster.kafka_dynamic_keys import is_dynamic, lookup
 
 
 def topic_defaults(settings: Settings) -> dict[str, str]:
@@ -40,8 +41,12 @@ def topic_entries(
     broker_own: Mapping[str, str] | None = None,
 ) -> list[ConfigEntry]:
     """A topic's full config as DescribeConfigs shows it, sorted by name. `settings` are
-    the static ones; `cluster` and `broker_own` the dynamic broker layers over them."""
+    the static ones; `cluster` and `broker_own` the dynamic broker layers over them. Only
+    the broker keys Lakelog applies are layered in: a stored `log.cleanup.policy` changes
+    no topic here, so a topic does not report it as its value."""
     fallback = topic_defaults(settings)
+    cluster = {n: v for n, v in (cluster or {}).items() if n in DYNAMIC_KEYS}
+    broker_own = {n: v for n, v in (broker_own or {}).items() if n in DYNAMIC_KEYS}
     entries = []
     for name in sorted(fallback.keys() | own.keys()):
         spec = TOPIC_SPECS.get(name)
@@ -51,8 +56,8 @@ def topic_entries(
         if spec and spec.broker_name and name in fallback:
             broker_name = spec.broker_name
             for layer, source in (
-                (broker_own or {}, ConfigSource.DYNAMIC_BROKER_CONFIG),
-                (cluster or {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                (broker_own, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (cluster, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
             ):
                 if broker_name in layer:
                     synonyms.append(Synonym(broker_name, layer[broker_name], source))
@@ -198,6 +203,7 @@ def broker_entries(
             "transaction_max_timeout_ms",
         ),
     ]
+    cluster, own = cluster or {}, own or {}
     entries = []
     for name, value, kind, field_name in values:
         source = (
@@ -205,51 +211,65 @@ def broker_entries(
             if field_name in settings.model_fields_set or name in ALWAYS_STATIC
             else ConfigSource.DEFAULT_CONFIG
         )
-        if name in DYNAMIC_KEYS:
-            entries.append(_dynamic_entry(name, value, source, kind, cluster or {}, own or {}))
+        if name in DYNAMIC_KEYS or name in cluster or name in own:
+            entries.append(_dynamic_entry(name, value, source, kind, cluster, own))
             continue
         entries.append(
-            ConfigEntry(name, value, source, True, kind, (Synonym(name, value, source),))
+            ConfigEntry(
+                name, value, source, not is_dynamic(name), kind, (Synonym(name, value, source),)
+            )
         )
-    return entries
+    listed = {e.name for e in entries}
+    for name in sorted((cluster.keys() | own.keys()) - listed):
+        entries.append(_dynamic_entry(name, None, None, _kind(name), cluster, own))
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _kind(name: str) -> ConfigType:
+    """DescribeConfigs' type of a dynamic broker key."""
+    if name in DYNAMIC_KEYS:
+        return _APPLIED_KINDS[DYNAMIC_KEYS[name].kind]
+    key = lookup(name)
+    return key.type if key is not None else ConfigType.UNKNOWN
+
+
+_APPLIED_KINDS = {"int": ConfigType.INT, "long": ConfigType.LONG, "string": ConfigType.STRING}
 
 
 def _dynamic_entry(
     name: str,
     value: str | None,
-    static_source: ConfigSource,
+    static_source: ConfigSource | None,
     kind: ConfigType,
     cluster: Mapping[str, str],
     own: Mapping[str, str],
 ) -> ConfigEntry:
-    """A key applied at runtime: its value from the highest layer that sets it, and every
-    layer as a synonym, highest first (as Kafka lists them)."""
+    """A key that may be set at runtime: its value from the highest layer that sets it,
+    and every layer as a synonym, highest first (as Kafka lists them). A secret (PASSWORD)
+    shows no value, in any layer. `static_source` None: a key with no static setting
+    here (only its dynamic layers are listed)."""
+    sensitive = kind == ConfigType.PASSWORD
+
+    def shown(text: str | None) -> str | None:
+        return None if sensitive else text
+
     layers = []
     if name in own:
-        layers.append(Synonym(name, own[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        layers.append(Synonym(name, shown(own[name]), ConfigSource.DYNAMIC_BROKER_CONFIG))
     if name in cluster:
-        layers.append(Synonym(name, cluster[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-    layers.append(Synonym(name, value, static_source))
-    return ConfigEntry(name, layers[0].value, layers[0].source, False, kind, tuple(layers))
+        layers.append(
+            Synonym(name, shown(cluster[name]), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        )
+    if static_source is not None:
+        layers.append(Synonym(name, shown(value), static_source))
+    top = layers[0]
+    return ConfigEntry(name, top.value, top.source, False, kind, tuple(layers), sensitive)
 
 
 def cluster_default_entries(cluster: Mapping[str, str]) -> list[ConfigEntry]:
     """What describing the cluster-wide default (broker resource "") shows in Kafka: only
     the keys set there."""
-    kinds = {"int": ConfigType.INT, "long": ConfigType.LONG}
-    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-    return [
-        ConfigEntry(
-            name,
-            value,
-            source,
-            False,
-            kinds[DYNAMIC_KEYS[name].kind],
-            (Synonym(name, value, source),),
-        )
-        for name, value in sorted(cluster.items())
-        if name in DYNAMIC_KEYS
-    ]
+    return [_dynamic_entry(name, None, None, _kind(name), cluster, {}) for name in sorted(cluster)]
 
 
 def group_entries(own: Mapping[str, str], settings: Settings) -> list[ConfigEntry]:

@@ -46,6 +46,7 @@ def plan_incremental(
     ops: Sequence[tuple[str, int, str | None]],
     *,
     validate: bool = True,
+    list_configs: frozenset[str] = LIST_CONFIGS,
 ) -> AlterPlan:
     """Turn IncrementalAlterConfigs operations (name, op, value) into sets and deletes.
     APPEND/SUBTRACT start from the current value: the topic's own, else the default."""
@@ -61,7 +62,7 @@ def plan_incremental(
         elif op == AlterOp.DELETE:
             plan.delete_configs.append(name)
         elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
-            if name not in LIST_CONFIGS:
+            if name not in list_configs:
                 verb = "append" if op == AlterOp.APPEND else "subtract"
                 raise ConfigProblem(
                     ErrorCode.invalid_config,

@@ -49,6 +49,7 @@ from lakelog.server.cluster.dynamic_broker_configs import (
     DYNAMIC_KEYS,
     DynamicConfigError,
 )
+from lakelog.server.cluster.kafka_dynamic_keys import is_dynamic, lookup, scope_problems
 from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import paced
 
@@ -114,7 +115,7 @@ def _describe_entry(m: Any, entry: ConfigEntry, include_synonyms: bool) -> Any:
         value=entry.value,
         read_only=entry.read_only,
         config_source=int(entry.source),
-        is_sensitive=False,
+        is_sensitive=entry.sensitive,
         synonyms=synonyms,
         config_type=int(entry.config_type),
         documentation=None,
@@ -289,34 +290,61 @@ def _refuse_list_ops(ops: Sequence[tuple[str, int, str | None]]) -> None:
             )
 
 
+def _broker_list_configs(names: Sequence[str]) -> frozenset[str]:
+    """The names among these that are LIST broker configs (APPEND/SUBTRACT allowed)."""
+    keys = (lookup(n) for n in names)
+    return frozenset(k.name for k in keys if k is not None and k.type == ConfigType.LIST)
+
+
 async def _alter_broker(
     ctx: RequestContext, resource: Any, validate_only: bool, incremental: bool
 ) -> None:
-    """The keys in `DYNAMIC_KEYS` are stored and applied (this broker, or every broker when
-    the resource name is empty); any other key is refused as before, and the whole
-    resource with it (nothing is applied unless everything can be)."""
+    """Every key Kafka can change at runtime is checked as Kafka checks it and stored (this
+    broker, or every broker when the resource name is empty); `DYNAMIC_KEYS` are applied
+    too. Any other key is refused, and the whole resource with it (nothing is applied
+    unless everything can be)."""
     broker_id = ctx.broker.broker_id
     name = resource.resource_name
     ops = [
         (c.name, int(getattr(c, "config_operation", AlterOp.SET)), c.value)
         for c in resource.configs
     ]
-    _refuse_broker_alter(name, [(n, op) for n, op, _ in ops if n not in DYNAMIC_KEYS], broker_id)
-    mine = [op for op in ops if op[0] in DYNAMIC_KEYS]
-    _refuse_list_ops(mine)
+
+    def storable(key: str) -> bool:
+        return key in DYNAMIC_KEYS or is_dynamic(key)
+
+    _refuse_broker_alter(name, [(n, op) for n, op, _ in ops if not storable(n)], broker_id)
+    mine = [op for op in ops if storable(op[0])]
+    problems = scope_problems([n for n, op, _ in mine if op != AlterOp.DELETE], not name)
+    if problems:
+        raise ConfigProblem(
+            ErrorCode.invalid_request,
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): "
+            + ". ".join(problems),
+        )
+    dynamic = ctx.broker.dynamic_configs
     if incremental:
-        plan = plan_incremental({}, {}, mine, validate=False)
+        current = dynamic.cluster if not name else dynamic.own
+        plan = plan_incremental(
+            current,
+            {},
+            mine,
+            validate=False,
+            list_configs=_broker_list_configs([n for n, _, _ in mine]),
+        )
         set_configs, delete = plan.set_configs, plan.delete_configs
     else:
         set_configs = plan_replace([(n, v) for n, _, v in mine], validate=False)
         delete = []
     if not incremental or set_configs or delete:
         try:
-            await ctx.broker.dynamic_configs.alter(
+            await dynamic.alter(
                 name or CLUSTER_DEFAULT, set_configs, delete, not incremental, validate_only
             )
         except DynamicConfigError as exc:
-            raise ConfigProblem(ErrorCode.invalid_config, str(exc)) from None
+            # Kafka's answer too: its broker turns a failed ConfigDef check into
+            # INVALID_REQUEST (ConfigAdminManager.validateBrokerConfigChange, KAFKA-13609)
+            raise ConfigProblem(ErrorCode.invalid_request, str(exc)) from None
 
 
 async def _alter_group(

@@ -5,12 +5,17 @@ A partition's "leader" is a stable pick among the live brokers that do not look 
 (rendezvous hashing, see `lakelog.server.cluster.zones.partition_broker`) and every live broker is a
 replica in sync, because the data lives in object storage, not on brokers. So:
 
-- ElectLeaders succeeds for every known partition without doing anything: the leader a
-  client sees is already the one the cluster computes (it is always "preferred", and an
-  unclean election can lose nothing). Kafka answers ELECTION_NOT_NEEDED when the
-  preferred leader already leads; this broker answers NONE instead, because that error
-  is the normal case here and librdkafka reports it to the caller as a per-partition
-  failure, while nothing failed.
+- ElectLeaders changes nothing and answers as Kafka's controller does for a partition
+  that already has the leader asked for: the leader a client sees is the one the cluster
+  computes, and electing another would only be undone by the next computation (so it is
+  the "preferred" one), and an unclean election is never needed since no replica can be
+  behind. A named partition gets
+  ELECTION_NOT_NEEDED (84), for both election types; a request naming no partitions
+  ("all of them") gets every topic with no partition rows, because Kafka leaves out the
+  partitions that need no election. Clients read 84 the way Kafka's tools do:
+  kafka-leader-election.sh prints "Valid replica already elected for partitions ..." and
+  exits 0, kafka-python's elect_leaders ignores it, and confluent-kafka's elect_leaders
+  (like Java's Admin) reports it per partition as ELECTION_NOT_NEEDED.
 - ListPartitionReassignments: none is ever in progress.
 - AlterPartitionReassignments: a new replica list for a known partition is accepted as a
   no-op (Metadata keeps naming the live brokers); cancelling answers
@@ -35,6 +40,7 @@ PREFERRED, UNCLEAN = 0, 1
 AUTHORIZATION_FAILED = "Authorization failed."
 _ZERO = datetime.timedelta(0)
 UNKNOWN_PARTITION = "This server does not host this topic-partition."
+NOT_NEEDED = "Leader election not needed for topic partition."
 
 
 def _known(topic: TopicInfo | None, partition: int) -> bool:
@@ -48,14 +54,32 @@ async def _topics(ctx: RequestContext) -> dict[str, TopicInfo]:
 # ---------------------------------------------------------------- ElectLeaders
 
 
-def _elect_asked(request: Any, known: dict[str, TopicInfo]) -> Iterable[tuple[str, list[int]]]:
-    """(topic, partitions) asked for, each partition once; all of them when null."""
+def _elect_asked(
+    request: Any, known: dict[str, TopicInfo]
+) -> Iterable[tuple[str, list[int] | None]]:
+    """(topic, partitions) asked for, each partition once; (topic, None) for each topic
+    when the request names none (Kafka's "every partition")."""
     if request.topic_partitions is None:
-        return [(n, list(range(known[n].num_partitions))) for n in sorted(known)]
+        return [(name, None) for name in sorted(known)]
     merged: dict[str, dict[int, None]] = {}
     for t in request.topic_partitions:
         merged.setdefault(t.topic, {}).update(dict.fromkeys(int(p) for p in t.partitions))
     return [(name, list(ps)) for name, ps in merged.items()]
+
+
+def _election_answer(
+    permitted: bool, election: int, name: str, topic: TopicInfo | None, partition: int
+) -> tuple[ErrorCode, str | None]:
+    """One named partition's answer, with Kafka's controller's codes and messages."""
+    if not permitted:
+        return ErrorCode.cluster_authorization_failed, AUTHORIZATION_FAILED
+    if election not in (PREFERRED, UNCLEAN):
+        return ErrorCode.invalid_request, f"Unknown election type {election}"
+    if topic is None:
+        return ErrorCode.unknown_topic_or_partition, f"No such topic as {name}"
+    if not _known(topic, partition):
+        return ErrorCode.unknown_topic_or_partition, f"No such partition as {name}-{partition}"
+    return ErrorCode.election_not_needed, NOT_NEEDED
 
 
 @handles(ELECT_LEADERS_KEY, 0, 2)
@@ -65,18 +89,16 @@ async def elect_leaders(ctx: RequestContext, request: Any) -> Any:
     election = int(getattr(request, "election_type", PREFERRED))
     permitted = authz.cluster_allowed(ctx, Operation.ALTER)
     results = []
-    for name, partitions in _elect_asked(request, known):
+    for name, asked in _elect_asked(request, known):
         topic = known.get(name)
         answers = []
+        # Every partition: Kafka answers only those it elected or could not (none here,
+        # with permission and a known election type).
+        partitions = asked if asked is not None else range(known[name].num_partitions)
         for p in partitions:
-            if not permitted:
-                error, message = ErrorCode.cluster_authorization_failed, AUTHORIZATION_FAILED
-            elif election not in (PREFERRED, UNCLEAN):
-                error, message = ErrorCode.invalid_request, f"Unknown election type {election}."
-            elif _known(topic, p):
-                error, message = ErrorCode.none, None
-            else:
-                error, message = ErrorCode.unknown_topic_or_partition, UNKNOWN_PARTITION
+            error, message = _election_answer(permitted, election, name, topic, p)
+            if asked is None and error == ErrorCode.election_not_needed:
+                continue
             answers.append(
                 build(m.PartitionResult, partition_id=p, error_code=error, error_message=message)
             )
