@@ -12,6 +12,8 @@
   one owner per partition, and every record is consumed exactly once;
 - and back: when the last consumer-protocol member leaves, the classic members go on as a
   classic group;
+- a consumer that assign()s partitions itself commits as Kafka allows (only while the
+  group has no members);
 - ListGroups tells classic and consumer groups apart, ConsumerGroupDescribe and
   DescribeGroups describe consumer groups, and the protocol's errors on the wire.
 """
@@ -518,3 +520,63 @@ def test_a_silent_member_loses_its_partitions_after_the_session_timeout(
         assert problems == [], problems
     finally:
         stop_all([live])
+
+
+def _assign_and_commit(broker: BrokerProcess, topic: str, group: str, offset: int) -> Any:
+    """A `group.protocol=consumer` consumer that assign()s partition 0 itself (never
+    subscribes) and commits `offset` for it: librdkafka sends its own member id (KIP-1082)
+    with epoch -1. Returns the commit's error (None if it was accepted)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        try:
+            result = consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        except KafkaException as exc:
+            return exc.args[0].code()
+        [tp] = result
+        return tp.error.code() if tp.error else None
+    finally:
+        consumer.close()
+
+
+def _committed(broker: BrokerProcess, topic: str, group: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        [tp] = consumer.committed([TopicPartition(topic, 0)], timeout=30)
+        return int(tp.offset)
+    finally:
+        consumer.close()
+
+
+def test_assign_only_consumer_commits_as_kafka_allows(broker: BrokerProcess) -> None:
+    """Kafka's rule for a commit with member epoch -1: accepted while nobody is in the
+    group (or the group does not exist yet: a "simple group"), whatever member id it names;
+    refused with UNKNOWN_MEMBER_ID while the group has members."""
+    from confluent_kafka import KafkaError
+
+    topic, group = unique("assign-commit"), unique("g848")
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, 2, 40, "assign")
+    assert _assign_and_commit(broker, topic, group, 3) is None
+    assert _committed(broker, topic, group) == 3
+
+    a = member(broker, topic, group, "a").start()
+    try:
+        wait_assignment([a], 2, TIMEOUT_S)
+        assert _assign_and_commit(broker, topic, group, 7) == KafkaError.UNKNOWN_MEMBER_ID
+    finally:
+        stop_all([a])
+    wait_until(lambda: describe(broker, group).group_state == "Empty", TIMEOUT_S, "Empty")
+    assert _assign_and_commit(broker, topic, group, 9) is None
+    assert _committed(broker, topic, group) == 9

@@ -6,7 +6,9 @@
 - a consumer killed while holding records loses them to the others within the lock
   duration;
 - share-partition state survives a broker restart and a move to another broker;
-- read_committed share consumers never see aborted records.
+- read_committed share consumers never see aborted records;
+- a record cap (max.poll.records) stops acquisition only where a producer batch starts:
+  a 20-record batch is acquired whole by a consumer that asks for 5, as Kafka does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import metric_sum, scrape, start_cluster
-from confluent_kafka import Producer
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from e2e_fixtures import BrokerFactory
 from e2e_harness import create_topic, wait_until
 from group_clients import unique
@@ -355,3 +357,40 @@ def test_consumer_keeps_consuming_across_a_restart(broker_factory: BrokerFactory
     finally:
         reader.stop()
     assert sorted(set(reader.values())) == sorted(_values(50, "a") + _values(50, "b"))
+
+
+def test_a_record_cap_acquires_whole_producer_batches(broker_factory: BrokerFactory) -> None:
+    """Kafka 4.x acquires by batch: the cap (librdkafka's max.poll.records, sent as the
+    ShareFetch's MaxRecords) is soft and stops only at a batch boundary, so one poll
+    hands out the whole 20-record batch, each record delivered once."""
+    broker = broker_factory(SHARE_ENV)
+    topic, group = unique("share-cap"), unique("g")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    set_group_configs(broker.bootstrap, group, EARLIEST)
+    values = _values(20, "batch")
+    # One producer batch: everything is queued before the linger ends, flush sends it.
+    produce_values(broker.bootstrap, topic, values, **{"linger.ms": 1000})
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "max.poll.records": 5,
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
+    consumer.subscribe([topic])
+    try:
+        first: list = []
+
+        def polled() -> bool:
+            first.extend(m for m in consumer.poll(0.5) if m.error() is None)
+            return bool(first)
+
+        wait_until(polled, TIMEOUT_S, "the first records")
+        got = [(m.offset(), m.value(), m.delivery_count()) for m in first]
+        assert got == [(i, v, 1) for i, v in enumerate(values)]
+        for m in first:
+            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+        consumer.commit_sync(30)
+    finally:
+        consumer.close()

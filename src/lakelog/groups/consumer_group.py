@@ -484,8 +484,10 @@ class ConsumerGroup:
         """OffsetCommit by member epoch. Besides the current epoch we accept the previous
         one for partitions the member still owns (its commit raced our answer that moved
         it on), so an owner's commit is never lost and a former owner's never lands."""
-        if epoch < 0 and not member_id and not self.members:
-            return ErrorCode.none  # an admin commit to a group nobody is in
+        if epoch < 0 and not self.members:
+            # A commit from outside the group (admin tools, assign() consumers) to a group
+            # nobody is in; KIP-1082 clients name their own member id even then.
+            return ErrorCode.none
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id

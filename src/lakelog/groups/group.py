@@ -122,14 +122,19 @@ class Group:
     rebalance_deadline: float = 0.0
     initial_delay_until: float = 0.0
     rebalances: int = 0
+    assignment_pending: bool = False
+    """The leader's assignment for this generation arrived and is being saved: every
+    waiting SyncGroup is answered at once when it is durable (`assignment_saved`)."""
     dirty: bool = False
     """The durable record changed; the coordinator saves it."""
 
     # ------------------------------------------------------------------ persistence
     def record(self, now_ms: int) -> GroupRecord:
+        # The assignment being saved is what a restart must come back to: Stable.
+        state = GroupState.STABLE if self.assignment_pending else self.state
         return GroupRecord(
             self.group_id,
-            str(self.state),
+            str(state),
             self.protocol_type,
             self.protocol,
             self.generation,
@@ -382,6 +387,7 @@ class Group:
                 m.sync_future = None
         was_empty = self.state == GroupState.EMPTY
         self.state = GroupState.PREPARING_REBALANCE
+        self.assignment_pending = False
         timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0) / 1000
         self.rebalance_deadline = now + timeout
         delay = self.config.initial_rebalance_delay_s
@@ -419,6 +425,7 @@ class Group:
         self.pending.clear()
         self.generation += 1
         self.initial_delay_until = 0.0
+        self.assignment_pending = False
         if self.is_empty:
             self.state = GroupState.EMPTY
             self.protocol = None
@@ -497,19 +504,46 @@ class Group:
         if member.sync_future is not None and not member.sync_future.done():
             member.sync_future.set_result(SyncResult(ErrorCode.rebalance_in_progress))
         member.sync_future = future
-        if member_id == self.leader:
+        if member_id == self.leader and not self.assignment_pending:
+            # Kafka's order: nobody is answered yet. The coordinator saves the assignment
+            # and then answers the leader and every waiting follower in one step
+            # (`assignment_saved`), so no member starts on its partitions while another,
+            # still waiting, holds the previous generation's.
             given = dict(assignments)
             for m in self.members.values():
                 m.assignment = given.get(m.member_id, b"")
-            self.state = GroupState.STABLE
+            self.assignment_pending = True
             self.dirty = True
+        return future
+
+    def assignment_saved(self, generation: int, error: ErrorCode, now: float) -> None:
+        """The leader's assignment for `generation` is durable (error none), or could not be
+        saved: answer every waiting SyncGroup together. With an error they all get it and
+        the group rebalances again, as Kafka does when its group metadata append fails.
+        Nothing happens if the group moved on meanwhile (its members were told then)."""
+        if (
+            not self.assignment_pending
+            or generation != self.generation
+            or self.state != GroupState.COMPLETING_REBALANCE
+        ):
+            return
+        self.assignment_pending = False
+        if error != ErrorCode.none:
             for m in self.members.values():
                 if m.sync_future is not None and not m.sync_future.done():
-                    m.sync_future.set_result(
-                        SyncResult(ErrorCode.none, self.protocol_type, self.protocol, m.assignment)
-                    )
+                    m.sync_future.set_result(SyncResult(error))
                 m.sync_future = None
-        return future
+                m.assignment = b""
+            self._prepare_rebalance(now)
+            self.dirty = True
+            return
+        self.state = GroupState.STABLE
+        for m in self.members.values():
+            if m.sync_future is not None and not m.sync_future.done():
+                m.sync_future.set_result(
+                    SyncResult(ErrorCode.none, self.protocol_type, self.protocol, m.assignment)
+                )
+            m.sync_future = None
 
     # ------------------------------------------------------------------ Heartbeat
     def heartbeat(
@@ -520,8 +554,10 @@ class Group:
             return error
         member = self.members[member_id]
         member.deadline = now + member.session_timeout_ms / 1000
-        if self.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE):
+        if self.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.rebalance_in_progress
+        # CompletingRebalance: a member waiting for its SyncGroup answer heartbeats as in
+        # Stable (Kafka's rule); REBALANCE_IN_PROGRESS would make it rejoin at once.
         if generation != self.generation:
             return ErrorCode.illegal_generation
         return ErrorCode.none
@@ -552,10 +588,13 @@ class Group:
 
     # ------------------------------------------------------------------ OffsetCommit
     def check_commit(self, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
-        if generation < 0 and not member_id:
-            # A standalone commit (assign() consumers, admin tools): only while no member
-            # is in the group.
-            return ErrorCode.none if self.is_empty else ErrorCode.unknown_member_id
+        """Kafka's rules: generation -1 is a standalone commit (assign() consumers, admin
+        tools), accepted while no member is in the group whatever member id it names
+        (KIP-1082 clients send their own); with members, it needs a member's ids."""
+        if generation < 0 and self.is_empty:
+            return ErrorCode.none
+        if generation < 0 and not member_id and instance_id is None:
+            return ErrorCode.unknown_member_id
         error = self._check_member(member_id, instance_id)
         if error != ErrorCode.none:
             return error

@@ -252,9 +252,12 @@ def test_errors_for_bad_requests() -> None:
 def test_offset_commit_by_member_epoch() -> None:
     group = ConsumerGroup("g", CONFIG)
     assert group.check_commit("", -1, []) == ErrorCode.none
+    # A KIP-1082 client names its own member id even when it only assign()ed partitions.
+    assert group.check_commit("own-id", -1, []) == ErrorCode.none
     a, b = Client("a"), Client("b")
     a.join(group)
     assert group.check_commit("", -1, []) == ErrorCode.unknown_member_id
+    assert group.check_commit("own-id", -1, []) == ErrorCode.unknown_member_id
     assert group.check_commit("a", a.epoch, a.owned) == ErrorCode.none
     assert group.check_commit("a", a.epoch + 1, a.owned) == ErrorCode.stale_member_epoch
     b.join(group)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from lakelog.groups.group import Group, GroupConfig, GroupState, JoinRequest, JoinResult
@@ -59,7 +61,62 @@ async def _stable_group(*instances: str | None) -> tuple[Group, list[str]]:
         generation, leader, None, "consumer", "range", [(m, m.encode()) for m in ids], 0.0
     )
     assert not isinstance(sync, JoinResult)
+    group.assignment_saved(generation, ErrorCode.none, 0.0)  # what the coordinator does
     return group, ids
+
+
+async def _rebalanced_pair() -> tuple[Group, str, str, int]:
+    """A Stable one-member group that a second member joined: both have their JoinGroup
+    answers of the new generation (first is the leader), neither has synced."""
+    group, (first,) = await _stable_group(None)
+    second = await _member(group, 1.0)
+    f2 = group.join(_join(second), 1.0)
+    f1 = group.join(_join(first), 1.0)
+    r1, r2 = await f1, await f2
+    assert r1.leader == first and r2.generation == r1.generation
+    assert group.state == GroupState.COMPLETING_REBALANCE
+    return group, first, second, r1.generation
+
+
+async def test_sync_answers_go_out_together_once_the_assignment_is_saved() -> None:
+    """Kafka's order: the follower that synced first and the leader are answered in one
+    step, only when the leader's assignment is durable; until then the group is still
+    CompletingRebalance (heartbeats fine, a restart comes back Stable)."""
+    group, first, second, generation = await _rebalanced_pair()
+    follower = group.sync(generation, second, None, None, None, [], 1.1)
+    assignments = [(first, b"p0"), (second, b"p1")]
+    leader = group.sync(generation, first, None, None, None, assignments, 1.2)
+    assert isinstance(follower, asyncio.Future) and isinstance(leader, asyncio.Future)
+    await asyncio.sleep(0)
+    assert not follower.done() and not leader.done()
+    assert group.state == GroupState.COMPLETING_REBALANCE and group.assignment_pending
+    assert group.heartbeat(generation, second, None, 1.3) == ErrorCode.none
+    assert group.record(0).state == GroupState.STABLE  # what the save writes
+    late = group.sync(generation, second, None, None, None, [], 1.3)  # a retried sync
+    group.assignment_saved(generation, ErrorCode.none, 1.4)
+    assert leader.done() and late.done()  # type: ignore[union-attr]
+    assert (await leader).assignment == b"p0" and (await late).assignment == b"p1"  # type: ignore[misc]
+    assert group.state == GroupState.STABLE
+
+
+async def test_unsaved_assignment_fails_every_sync_and_rebalances() -> None:
+    group, first, second, generation = await _rebalanced_pair()
+    follower = group.sync(generation, second, None, None, None, [], 1.1)
+    leader = group.sync(generation, first, None, None, None, [(first, b"p0")], 1.2)
+    group.assignment_saved(generation, ErrorCode.coordinator_not_available, 1.3)
+    for pending in (follower, leader):
+        assert (await pending).error == ErrorCode.coordinator_not_available  # type: ignore[misc]
+    assert group.state == GroupState.PREPARING_REBALANCE and not group.assignment_pending
+
+
+async def test_a_join_during_the_save_wins_over_the_old_assignment() -> None:
+    group, first, _, generation = await _rebalanced_pair()
+    leader = group.sync(generation, first, None, None, None, [(first, b"p0")], 1.1)
+    third = await _member(group, 1.2)
+    group.join(_join(third), 1.2)
+    assert (await leader).error == ErrorCode.rebalance_in_progress  # type: ignore[misc]
+    group.assignment_saved(generation, ErrorCode.none, 1.3)  # too late: nothing happens
+    assert group.state == GroupState.PREPARING_REBALANCE
 
 
 async def test_kip394_then_single_member_generation() -> None:
@@ -102,6 +159,7 @@ async def test_errors_for_unknown_member_and_stale_generation() -> None:
     assert group.check_commit(0, member, None) == ErrorCode.illegal_generation
     assert group.check_commit(1, "nobody", None) == ErrorCode.unknown_member_id
     assert group.check_commit(-1, "", None) == ErrorCode.unknown_member_id  # group active
+    assert group.check_commit(-1, "own-id", None) == ErrorCode.unknown_member_id
     result = group.join(_join(protocol_type="other"), 0.0)
     assert isinstance(result, JoinResult)
     assert result.error == ErrorCode.inconsistent_group_protocol
@@ -118,6 +176,8 @@ async def test_session_expiry_and_leave_empty_the_group() -> None:
     assert group.leave(b, None, 11.0) == ErrorCode.none
     assert group.state == GroupState.EMPTY and group.is_empty
     assert group.check_commit(-1, "", None) == ErrorCode.none
+    # A client that names its own member id (KIP-1082) outside the group: a simple commit.
+    assert group.check_commit(-1, "own-id", None) == ErrorCode.none
 
 
 async def test_static_member_restart_keeps_assignment_without_rebalance() -> None:

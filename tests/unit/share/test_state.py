@@ -45,6 +45,8 @@ class ShareModel(RuleBasedStateMachine):
         self.model: dict[int, M] = {}
         self.now = 0
         self.log_end = 0
+        self.batch_starts: set[int] = set()
+        self.batch_sizes: dict[int, int] = {}
 
     # ---- the model's own rules, written per offset
     def _expire(self) -> None:
@@ -64,6 +66,9 @@ class ShareModel(RuleBasedStateMachine):
 
     @rule(records=st.integers(1, 8))
     def produce(self, records: int) -> None:
+        """One producer batch of `records` records."""
+        self.batch_starts.add(self.log_end)
+        self.batch_sizes[self.log_end] = records
         self.log_end += records
 
     @rule(ms=st.integers(1, 150))
@@ -72,14 +77,20 @@ class ShareModel(RuleBasedStateMachine):
 
     @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 10))
     def acquire(self, member: str, max_records: int) -> None:
-        got = self.sut.acquire(member, self.now, LIMITS, max_records, (0, self.log_end))
+        got = self.sut.acquire(
+            member, self.now, LIMITS, max_records, (0, self.log_end), (), self.batch_starts
+        )
         self._expire()
         start = self._start()
         want = []
         offset = start
-        while len(want) < max_records and offset < self.log_end:
+        # Kafka's rule: the caps are looked at only where a producer batch starts.
+        while offset < self.log_end:
+            boundary = offset in self.batch_starts
+            if boundary and len(want) >= max_records:
+                break
             m = self.model.get(offset)
-            if m is None and offset - start >= LIMITS.max_locks:
+            if m is None and boundary and offset - start >= LIMITS.max_locks:
                 break
             if m is None or m.state == AVAILABLE:
                 want.append(offset)
@@ -136,7 +147,8 @@ class ShareModel(RuleBasedStateMachine):
         self.sut.expire(self.now, LIMITS)
         self._expire()
         assert self.sut.start == self._start()
-        assert self.sut.in_flight() <= LIMITS.max_locks
+        # max_locks is soft (checked at batch starts): exceeded by at most one batch.
+        assert self.sut.in_flight() < LIMITS.max_locks + max(self.batch_sizes.values(), default=1)
         for offset in range(self.sut.start, self.sut.end):
             r, m = self.sut.records[offset], self.model[offset]
             assert (r.state, r.count, r.member) == (m.state, m.count, m.member), offset
@@ -149,6 +161,32 @@ TestShareModel.settings = settings(
     stateful_step_count=40,
     deadline=None,
 )
+
+
+def test_whole_batches_are_acquired_past_the_cap() -> None:
+    """Kafka 4.x: acquisition is by producer batch; the cap stops it where a batch starts,
+    after being reached; a batch larger than the cap goes whole."""
+    roomy = Limits(lock_ms=100, delivery_limit=3, max_locks=100)
+    state = SharePartitionState(0)
+    starts = {0, 20, 23}  # batches 0-19, 20-22, 23-29
+    got = state.acquire("a", 0, roomy, 5, (0, 30), (), starts)
+    assert [(a.first, a.last) for a in got] == [(0, 19)]
+    got = state.acquire("b", 0, roomy, 2, (0, 30), (), starts)
+    assert [(a.first, a.last) for a in got] == [(20, 22)]
+    acks = [(0, 9, [ACCEPT]), (10, 19, [RELEASE])]
+    assert state.acknowledge("a", acks, 0, roomy) == ErrorCode.none
+    # Redelivery from mid-batch finishes that batch; the cap is reached at 20.
+    got = state.acquire("c", 0, roomy, 1, (0, 30), (), starts)
+    assert [(a.first, a.last, a.count) for a in got] == [(10, 19, 2)]
+
+
+def test_the_in_flight_limit_is_soft_too() -> None:
+    """max_locks (12 here) is looked at where a batch starts: a 20-record batch goes
+    whole, and nothing more until records are done."""
+    state = SharePartitionState(0)
+    got = state.acquire("a", 0, LIMITS, 100, (0, 30), (), {0, 20})
+    assert [(a.first, a.last) for a in got] == [(0, 19)]
+    assert state.acquire("b", 0, LIMITS, 100, (0, 30), (), {0, 20}) == []
 
 
 def test_records_are_archived_at_the_delivery_limit() -> None:

@@ -395,7 +395,11 @@ class SharePartitions:
                 state.move_start(plan.log_start)
             if max_records <= 0:
                 return FetchOutcome(ack_error=ack_error)
-            acquired = state.acquire(member_id, now, limits, max_records, plan.window, plan.skip)
+            # Whole producer batches, as Kafka: the cap is checked where a batch starts.
+            starts = {b.base_offset for b in plan.batches} or None
+            acquired = state.acquire(
+                member_id, now, limits, max_records, plan.window, plan.skip, starts
+            )
             return FetchOutcome(
                 ack_error=ack_error, acquired=acquired, batches=_covering(plan.batches, acquired)
             )

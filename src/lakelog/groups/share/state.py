@@ -4,12 +4,13 @@ Offsets below `start` are done (acknowledged or archived). Every offset in [star
 has a record; offsets from `end` on were never handed out. A record is AVAILABLE
 (delivered before, waiting to be delivered again), ACQUIRED by one member until its lock
 deadline, ACKNOWLEDGED or ARCHIVED (no more deliveries). `start` moves forward over done
-records, so the state stays bounded by share.partition.max.record.locks."""
+records, so the state stays bounded by share.partition.max.record.locks (plus the rest
+of the producer batch that reached it: acquisition is by whole batch, as in Kafka)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lakelog.util.errors import ErrorCode
@@ -94,31 +95,36 @@ class SharePartitionState:
         max_records: int,
         window: tuple[int, int],
         skip: Iterable[tuple[int, int]] = (),
+        batch_starts: Collection[int] | None = None,
     ) -> list[Acquired]:
-        """Lock up to `max_records` records of the offsets [first, end) of `window` (the
-        batches the caller has in hand, within what the isolation level allows) for
-        `member`: earlier deliveries first, then new offsets, while the in-flight window
-        stays within max_locks. New offsets in `skip` (inclusive ranges of control batches
-        and aborted transactions) are archived, never handed out."""
+        """Lock records of the offsets [first, end) of `window` (the batches the caller has
+        in hand, within what the isolation level allows) for `member`: earlier deliveries
+        first, then new offsets. New offsets in `skip` (inclusive ranges of control batches
+        and aborted transactions) are archived, never handed out.
+
+        As Kafka's SharePartition.acquire, by producer batch: `max_records`, and the
+        in-flight limit (max_locks) for new offsets, are soft limits checked where a batch
+        starts (`batch_starts`; None: at every offset), so a batch is handed out whole,
+        even one larger than the cap. The state stays bounded by max_locks plus one
+        batch."""
         self.expire(now, limits)
         data_start, data_end = window
         deadline = now + limits.lock_ms
         taken: list[tuple[int, int]] = []
-        for offset in range(max(self.start, data_start), min(self.end, data_end)):
-            if len(taken) >= max_records:
-                break
-            record = self.records[offset]
-            if record.state == AVAILABLE:
-                record.state, record.member, record.deadline = ACQUIRED, member, deadline
-                record.count += 1
-                taken.append((offset, record.count))
         skipped = _merged(skip)
-        while (
-            len(taken) < max_records
-            and data_start <= self.end < data_end
-            and self.end - self.start < limits.max_locks
-        ):
-            offset = self.end
+        for offset in range(max(self.start, data_start), data_end):
+            boundary = batch_starts is None or offset in batch_starts
+            if boundary and len(taken) >= max_records:
+                break
+            if offset < self.end:
+                record = self.records[offset]
+                if record.state == AVAILABLE:
+                    record.state, record.member, record.deadline = ACQUIRED, member, deadline
+                    record.count += 1
+                    taken.append((offset, record.count))
+                continue
+            if offset > self.end or (boundary and self.end - self.start >= limits.max_locks):
+                break
             if _within(skipped, offset):
                 self.records[offset] = Record(ARCHIVED)
             else:

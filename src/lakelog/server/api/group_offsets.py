@@ -43,7 +43,9 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
             error = group.check_commit(
                 generation, request.member_id, getattr(request, "group_instance_id", None)
             )
-        elif generation >= 0 or request.member_id:
+        elif generation >= 0:
+            # Generation -1 to a group that does not exist is a "simple group" commit,
+            # accepted whatever member id it names (Kafka's OffsetMetadataManager).
             error = (
                 ErrorCode.unknown_member_id if request.member_id else ErrorCode.illegal_generation
             )

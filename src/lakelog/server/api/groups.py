@@ -6,11 +6,12 @@ DeleteGroups) in `group_admin`, what they share in `group_common`. The state mac
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakelog.groups import mixed
-from lakelog.groups.group import GroupState, JoinRequest, JoinResult, SyncResult
+from lakelog.groups.group import Group, JoinRequest, JoinResult, SyncResult
 from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.group_common import (
     HEARTBEAT,
@@ -23,7 +24,13 @@ from lakelog.server.api.group_common import (
     has_consumer_group,
 )
 from lakelog.server.api.registry import handles
+from lakelog.server.cluster.outage import log_failure
 from lakelog.util.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from lakelog.groups.coordinator import GroupCoordinator
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------- JoinGroup
 
@@ -126,7 +133,7 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
     group = await groups.get(request.group_id, create=False)
     if group is None:
         return answer(SyncResult(ErrorCode.unknown_member_id))
-    was_stable = group.state == GroupState.STABLE
+    was_pending = group.assignment_pending
     outcome = group.sync(
         request.generation_id,
         request.member_id,
@@ -136,12 +143,29 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
         [(a.member_id, bytes(a.assignment)) for a in request.assignments],
         time.monotonic(),
     )
-    if group.dirty and not was_stable and group.state == GroupState.STABLE:
-        # The generation's assignment is durable before anyone starts consuming it.
-        await groups.save(group)
+    if group.assignment_pending and not was_pending:
+        # The leader's assignment: durable before anyone starts consuming it, then every
+        # member of the generation is answered at once (`Group.assignment_saved`).
+        await _save_assignment(groups, group)
     if isinstance(outcome, asyncio.Future):
         outcome = await outcome
     return answer(outcome)
+
+
+async def _save_assignment(groups: GroupCoordinator, group: Group) -> None:
+    """Save the leader's assignment, then answer the generation's SyncGroups: all with
+    their assignments, or all with COORDINATOR_NOT_AVAILABLE (and a new rebalance) when
+    it could not be saved, as Kafka answers a failed group metadata append."""
+    generation = group.generation
+    error = ErrorCode.coordinator_not_available
+    try:
+        await groups.save(group)
+        error = ErrorCode.none
+    except Exception:
+        log_failure(log, "saving the assignment of group %s failed", group.group_id)
+    finally:
+        group.assignment_saved(generation, error, time.monotonic())
+        groups.save_later(group)
 
 
 # ---------------------------------------------------------------- Heartbeat, LeaveGroup
