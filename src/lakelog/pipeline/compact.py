@@ -17,11 +17,11 @@ import time
 from collections.abc import Sequence
 from uuid import UUID
 
-from lakelog.coordinator.log_types import BatchCoordinate, FindBatchesRequest, PartitionKey
 from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.compaction import (
     PartitionJob,
     PartitionOutcome,
+    collect_partition,
     compact_partition,
 )
 from lakelog.pipeline.context import JobContext, PipelineError
@@ -33,9 +33,6 @@ from lakelog.pipeline.records import RecordDecodeError
 from lakelog.util.errors import ErrorCode
 
 __all__ = ["PartitionJob", "PartitionOutcome", "compact_partition", "run_compact"]
-
-FIND_PAGE_BYTES = 256 * 1024 * 1024
-"""Batch bytes per find_batches page while the driver collects a partition's batches."""
 
 
 def run_compact(ctx: JobContext, names: Sequence[str] | None) -> JobSummary:
@@ -104,27 +101,10 @@ def _partition_job(
     ctx: JobContext, topic_id: UUID, partition: int, horizon: int
 ) -> PartitionJob | None:
     """The partition's work from its committed batches below the last stable offset."""
-    [info] = ctx.run(ctx.coordinator.log_info([PartitionKey(topic_id, partition)]))
-    if info.error != ErrorCode.none:
+    found = ctx.run(collect_partition(ctx.coordinator, topic_id, partition))
+    if found is None:
         return None
-    coords: list[BatchCoordinate] = []
-    aborted: dict[tuple[int, int], None] = {}
-    offset, stable = info.log_start_offset, info.high_watermark
-    while True:
-        [found] = ctx.run(
-            ctx.coordinator.find_batches(
-                [FindBatchesRequest(topic_id, partition, offset, FIND_PAGE_BYTES, True)]
-            )
-        )
-        if found.error != ErrorCode.none:
-            return None
-        stable = found.last_stable_offset
-        coords.extend(found.batches)
-        aborted.update(((a.producer_id, a.first_offset), None) for a in found.aborted)
-        if not found.batches:
-            break
-        offset = found.batches[-1].last_offset + 1
-    plan = compaction_range(coords, list(aborted), stable)
+    plan = compaction_range(found.batches, found.aborted, found.last_stable_offset)
     if not plan.rewrite and not plan.aborted:
         return None
     return PartitionJob(

@@ -29,7 +29,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from lakelog.coordinator.log_types import BatchCoordinate, TimestampType
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.coordinator.log_types import (
+    BatchCoordinate,
+    FindBatchesRequest,
+    PartitionKey,
+    TimestampType,
+)
 from lakelog.coordinator.pipeline_types import BatchMove, BatchSource, MergeCommit
 from lakelog.log.protocol.batch_runs import batches_in_range
 from lakelog.log.protocol.records import InvalidBatch, base_offset_bytes, read_header
@@ -39,11 +45,15 @@ from lakelog.pipeline.batch_writer import encode_record, rebuild_batch
 from lakelog.pipeline.object_io import ByteRange, read_ranges
 from lakelog.pipeline.planning import KeyState, keep_record
 from lakelog.pipeline.records import Record, RecordDecodeError, decode_batch
+from lakelog.util.errors import ErrorCode
 
 MAX_KEYS = 2_000_000
 """Keys tracked per partition per run by default (~150 bytes each): bounds memory."""
 READ_CHUNK_BYTES = 32 * 1024 * 1024
 """Batch bytes read at once by default."""
+
+FIND_PAGE_BYTES = 256 * 1024 * 1024
+"""Batch bytes per find_batches page while collecting a partition's batches."""
 
 Pause = Callable[[int], Awaitable[None]]
 """Called after each batch row with the row's bytes: the broker yields to its event loop
@@ -85,6 +95,53 @@ class PartitionOutcome:
     covered_to: int = -1
     """The first offset this pass did not compact against (where the map stopped, else
     just past the last row it rewrote): the partition's cleaned offset once it commits."""
+    oldest_kept_tombstone_ms: int = -1
+    """The timestamp of the oldest tombstone this pass kept (too young to go), -1: none."""
+
+    def kept_tombstone(self, timestamp: int) -> None:
+        if self.oldest_kept_tombstone_ms < 0 or timestamp < self.oldest_kept_tombstone_ms:
+            self.oldest_kept_tombstone_ms = timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLog:
+    """A partition's committed batches from its log start, markers included."""
+
+    batches: list[BatchCoordinate]
+    aborted: list[tuple[int, int]]
+    """(producer id, first offset) of the aborted transactions met."""
+    last_stable_offset: int
+
+
+async def collect_partition(
+    coordinator: BatchCoordinator, topic_id: UUID, partition: int, max_rows: int = 0
+) -> PartitionLog | None:
+    """The partition's batches below its last stable offset (find_batches with
+    read_committed stops there and names the aborted transactions); with `max_rows`, about
+    that many from the log start, the last stable offset lowered to where they end (the
+    rest waits for a later pass). None when the partition is gone."""
+    [info] = await coordinator.log_info([PartitionKey(topic_id, partition)])
+    if info.error != ErrorCode.none:
+        return None
+    coords: list[BatchCoordinate] = []
+    aborted: dict[tuple[int, int], None] = {}
+    offset, stable = info.log_start_offset, info.high_watermark
+    while True:
+        [found] = await coordinator.find_batches(
+            [FindBatchesRequest(topic_id, partition, offset, FIND_PAGE_BYTES, True)]
+        )
+        if found.error != ErrorCode.none:
+            return None
+        stable = found.last_stable_offset
+        coords.extend(found.batches)
+        aborted.update(((a.producer_id, a.first_offset), None) for a in found.aborted)
+        if not found.batches:
+            break
+        offset = found.batches[-1].last_offset + 1
+        if max_rows and len(coords) >= max_rows:
+            stable = min(stable, offset)
+            break
+    return PartitionLog(coords, list(aborted), stable)
 
 
 def _digest(key: bytes) -> bytes:
@@ -212,10 +269,13 @@ class _SegmentWriter:
                 # In the clean part, not in the map: the key's only record left there.
                 if _timestamp(coord, r) >= horizon:
                     kept.append(r)
+                    outcome.kept_tombstone(_timestamp(coord, r))
                 else:
                     outcome.tombstones_dropped += 1
             elif keep_record(offset, digest, latest, horizon):
                 kept.append(r)
+                if r.value is None and state is not None:
+                    outcome.kept_tombstone(state.timestamp)
             elif r.value is None and state is not None and state.offset == offset:
                 outcome.tombstones_dropped += 1
         outcome.records_read += len(records)

@@ -144,6 +144,18 @@ retention_deleted_batches_total = Counter(
 files_deleted_total = Counter(
     "lakelog_files_deleted", "Objects deleted by the cleaner", registry=REGISTRY
 )
+compaction_passes_total = Counter(
+    "lakelog_compaction_passes",
+    "Partitions compacted by this broker, by outcome (committed, changed_meanwhile, lost_lease)",
+    ["outcome"],
+    registry=REGISTRY,
+)
+compaction_bytes_total = Counter(
+    "lakelog_compaction_bytes",
+    "Batch bytes this broker's compaction read (both passes) and the bytes it removed",
+    ["kind"],
+    registry=REGISTRY,
+)
 
 groups = Gauge(
     "lakelog_groups", "Consumer groups on this broker by state", ["state"], registry=REGISTRY
