@@ -135,3 +135,21 @@ def passes(log_paths: Sequence[tuple[str, Path]], topic: str) -> list[Pass]:
                 out.append(Pass(name, partition, open_passes.pop(partition), when))
         out.extend(Pass(name, p, t, None) for p, t in open_passes.items())
     return out
+
+
+def padded(count: int, pad: int = 1000) -> Written:
+    """`count` records of about `pad` bytes over 13 keys: enough bytes that a paced pass
+    takes seconds."""
+    filler = b"x" * pad
+    return [(f"k{i % 13:02d}".encode(), b"v%d-" % i + filler) for i in range(count)]
+
+
+def produce_all(bootstrap: str, topic: str, records: Written, partition: int = 0) -> None:
+    """The records through one producer, batched as it likes."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, partition=partition)
+        producer.poll(0)
+    assert producer.flush(30) == 0

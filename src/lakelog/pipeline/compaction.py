@@ -76,6 +76,11 @@ class PartitionJob:
     max_map_bytes: int = 0
     """Batch bytes pass one may map (0: no cap besides `max_keys`)."""
     read_chunk_bytes: int = READ_CHUNK_BYTES
+    rewrite_kept: bool = False
+    """Compact the `kept` row (the partition's last) too, but never drop its last batch,
+    so the log still ends where it did (a rebuilt batch keeps its offset span; one that
+    would keep nothing keeps its last record, the latest of its key): the broker sets it,
+    as one row can hold a producer's whole burst."""
 
 
 @dataclass
@@ -219,12 +224,15 @@ async def compact_partition(
             await pause(coord.byte_size)
         if cut is not None:
             break
-    rewrite = [c for c in job.rewrite if cut is None or c.base_offset < cut]
+    rows = (*job.rewrite, *job.kept) if job.rewrite_kept else job.rewrite
+    rewrite = sorted(
+        (c for c in rows if cut is None or c.base_offset < cut), key=lambda c: c.base_offset
+    )
     aborted = [c for c in job.aborted if cut is None or c.base_offset < cut]
     writer = _SegmentWriter(storage, job, outcome)
     async for chunk in _chunks(storage, rewrite, job.read_chunk_bytes):
         for coord, view in chunk:
-            await writer.add(coord, view, latest)
+            await writer.add(coord, view, latest, keep_last=coord in job.kept)
             await pause(coord.byte_size)
     await writer.flush()
     drops = [_drop(job, c) for c in aborted] + writer.drops
@@ -235,7 +243,7 @@ async def compact_partition(
     if cut is not None:
         outcome.covered_to = cut
     else:
-        ends = [c.last_offset + 1 for c in (*job.rewrite, *job.aborted)]
+        ends = [c.last_offset + 1 for c in (*rewrite, *aborted)]
         outcome.covered_to = max(ends, default=job.map_from)
     return outcome
 
@@ -283,18 +291,26 @@ class _SegmentWriter:
         return kept
 
     async def add(
-        self, coord: BatchCoordinate, view: memoryview, latest: dict[bytes, KeyState]
+        self,
+        coord: BatchCoordinate,
+        view: memoryview,
+        latest: dict[bytes, KeyState],
+        keep_last: bool = False,
     ) -> None:
         """Compact one row: unchanged when every record stays, dropped when none does,
-        else rebuilt from its remaining batches (each with its real base offset)."""
+        else rebuilt from its remaining batches (each with its real base offset).
+        `keep_last`: the row's last batch is never dropped (the partition's last)."""
         job, outcome = self._job, self._outcome
         out: list[tuple[int, int, bytes | memoryview]] = []  # (base, last, bytes)
         changed = False
-        for (base, records), (_, batch) in zip(
-            _batches(coord, view), _in_range(coord, view), strict=True
+        batches = _batches(coord, view)
+        for i, ((base, records), (_, batch)) in enumerate(
+            zip(batches, _in_range(coord, view), strict=True)
         ):
             header = read_header(batch)
             kept = self._kept(coord, base, records, latest)
+            if not kept and keep_last and i == len(batches) - 1:
+                kept = records[-1:]
             last = base + header.last_offset_delta
             if len(kept) == len(records):
                 out.append((base, last, base_offset_bytes(base) + bytes(batch[8:])))

@@ -404,8 +404,8 @@ class Dirtiness:
 def dirtiness(plan: CompactionRange, cleaned_offset: int) -> Dirtiness:
     """The dirty ratio of a diskless log: bytes of the batches a pass may rewrite (or
     drop) at or past the partition's cleaned offset, over the bytes of all of them. The
-    partition's last batch, never rewritten, counts in neither."""
-    rows = [*plan.rewrite, *plan.aborted]
+    partition's last row counts too (the broker compacts it, keeping its last batch)."""
+    rows = [*plan.rewrite, *plan.aborted, *plan.kept]
     dirty = [c for c in rows if c.last_offset >= cleaned_offset]
     return Dirtiness(
         sum(c.byte_size for c in dirty),

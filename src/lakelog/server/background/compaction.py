@@ -197,6 +197,7 @@ class CompactionLoop:
             max_keys=settings.compaction_max_keys_per_pass,
             max_map_bytes=settings.compaction_max_bytes_per_pass,
             read_chunk_bytes=READ_CHUNK_BYTES,
+            rewrite_kept=True,
         )
         log.info(
             "compaction of %s-%d started: dirty ratio %.2f of %d bytes, cleaned to offset %d",
