@@ -6,9 +6,6 @@ runs: only the broker. Runs on both backends (LAKELOG_TEST_BACKEND)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from compaction_support import (
     COMPACTED_TOPIC,
     FAST_COMPACTION,
@@ -68,16 +65,3 @@ def test_a_delete_topic_is_left_alone(broker_factory: BrokerFactory, topic_name:
         interval=0.5,
     )
     assert len(read_partition(broker.bootstrap, topic_name)) == 40
-
-
-def test_the_broker_loads_no_spark() -> None:
-    """The broker imports the Spark-free compaction core only (pyspark becomes an
-    optional extra)."""
-    code = (
-        "import sys, lakelog.server.broker, lakelog.server.background.compaction;"
-        "print(sorted(m for m in sys.modules if 'spark' in m.lower()))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "[]", out
