@@ -150,9 +150,15 @@ compaction_passes_total = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+compaction_seconds_total = Counter(
+    "lakelog_compaction_seconds",
+    "Wall time of this broker's compaction passes, paced waits included",
+    registry=REGISTRY,
+)
 compaction_bytes_total = Counter(
     "lakelog_compaction_bytes",
-    "Batch bytes this broker's compaction read (both passes) and the bytes it removed",
+    "Batch bytes this broker's compaction read (read: both passes), covered (compacted:"
+    " the rows of committed passes) and removed",
     ["kind"],
     registry=REGISTRY,
 )

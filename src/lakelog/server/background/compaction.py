@@ -208,8 +208,12 @@ class CompactionLoop:
             lease.cleaned_offset,
         )
         pacer = _Pacer(self, topic.topic_id, partition)
-        outcome = await compact_partition(host.storage, job, pacer)
-        metrics.compaction_bytes_total.labels("read").inc(pacer.bytes_read)
+        started = time.monotonic()
+        try:
+            outcome = await compact_partition(host.storage, job, pacer)
+        finally:
+            metrics.compaction_seconds_total.inc(time.monotonic() - started)
+            metrics.compaction_bytes_total.labels("read").inc(pacer.bytes_read)
         if outcome.commits:
             await pacer.renew()  # commit only while still holding the lease
             results = await host.coordinator.commit_merge(outcome.commits, True)
@@ -222,6 +226,10 @@ class CompactionLoop:
                 )
                 return lease
         metrics.compaction_passes_total.labels("committed").inc()
+        covered = (*job.rewrite, *job.kept, *job.aborted)
+        metrics.compaction_bytes_total.labels("compacted").inc(
+            sum(c.byte_size for c in covered if c.base_offset < outcome.covered_to)
+        )
         metrics.compaction_bytes_total.labels("removed").inc(
             outcome.bytes_before - outcome.bytes_after
         )
