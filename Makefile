@@ -48,6 +48,7 @@ fuzz: venv
 bench: venv
 	$(BIN)/python bench/produce_consume.py
 	$(BIN)/python bench/put_fsync.py
+	$(BIN)/python bench/compaction_cpu.py
 
 bench-cluster: venv
 	$(BIN)/python bench/two_brokers.py

@@ -409,6 +409,23 @@ class Settings(BaseSettings):
     file_delete_grace_ms: int = 60_000
     """An object no longer referenced is deleted only this long after (reads in flight may
     still need it)."""
+    compaction_interval_ms: int = 15_000
+    """How often each broker looks for partitions of compacted topics (cleanup.policy
+    `compact`) to compact itself, like Kafka's log.cleaner.backoff.ms; 0 turns the
+    broker's compaction off (then only `lakelog pipeline compact` compacts)."""
+    compaction_lease_ms: int = 60_000
+    """A broker compacting a partition holds a lease in the coordinator this long,
+    renewed as the pass goes; a dead broker's lease expires after it, and another broker
+    compacts the partition."""
+    compaction_max_keys_per_pass: int = 250_000
+    """Keys one pass maps (about 200 bytes of broker memory each): past this, the rest of
+    the partition waits for the next pass (the prefix compacted is still exact)."""
+    compaction_max_bytes_per_pass: int = 256 * MiB
+    """Dirty batch bytes one pass maps, as above."""
+    compaction_max_bytes_per_second: int = 64 * MiB
+    """log.cleaner.io.max.bytes.per.second: the batch bytes a broker's compaction reads
+    per second (both passes), which caps its CPU (see bench/compaction_cpu.py for the
+    CPU per GiB); 0 for no cap (the pass still yields to requests after each batch)."""
     broker_heartbeat_interval_ms: int = 2_000
     """How often each broker sends its heartbeat to the coordinator."""
     broker_session_timeout_ms: int = 30_000
@@ -531,6 +548,11 @@ class Settings(BaseSettings):
         "supervisor_restart_limit",
         "supervisor_restart_interval_ms",
         "supervisor_stop_timeout_ms",
+        "compaction_interval_ms",
+        "compaction_lease_ms",
+        "compaction_max_keys_per_pass",
+        "compaction_max_bytes_per_pass",
+        "compaction_max_bytes_per_second",
     )
     @classmethod
     def _not_negative(cls, value: int) -> int:

@@ -40,3 +40,16 @@ def test_a_lakelog_process_loads_neither_hypothesis_nor_pytest() -> None:
 def test_a_test_process_keeps_kios_strategies(name: str) -> None:
     # pytest is imported before lakelog here, so kio registered its Hypothesis strategies.
     assert isinstance(name, str)
+
+
+def test_the_broker_loads_no_spark() -> None:
+    """The broker compacts with the Spark-free core (`pipeline.compaction`): nothing of
+    Spark loads with it (pyspark becomes an optional extra)."""
+    out = _fresh(
+        """
+        import sys
+        import lakelog.server.broker, lakelog.server.background.compaction
+        print(sorted(m for m in sys.modules if "spark" in m.lower()))
+        """
+    )
+    assert out.split() == ["[]"]

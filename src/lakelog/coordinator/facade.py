@@ -47,6 +47,7 @@ from lakelog.coordinator.ops import (
     broker_configs,
     cleanup,
     cluster,
+    compaction,
     consumer_groups,
     group_configs,
     groups,
@@ -64,6 +65,7 @@ from lakelog.coordinator.ops import (
     txn,
 )
 from lakelog.coordinator.pipeline_types import (
+    CompactionLease,
     FileBatch,
     FileInfo,
     FileReference,
@@ -414,6 +416,33 @@ class SqlBatchCoordinator(BatchCoordinator):
         self, commits: Sequence[MergeCommit], all_or_nothing: bool = False
     ) -> list[MergeCommitResult]:
         return await self._run("commit_merge", True, merge.commit_merge, commits, all_or_nothing)
+
+    async def claim_compaction(
+        self, topic_id: UUID, partition: int, broker_id: int, now_ms: int, ttl_ms: int
+    ) -> CompactionLease | None:
+        return await self._run(
+            "claim_compaction",
+            True,
+            compaction.claim_compaction,
+            topic_id,
+            partition,
+            broker_id,
+            now_ms,
+            ttl_ms,
+        )
+
+    async def release_compaction(
+        self, topic_id: UUID, partition: int, broker_id: int, state: CompactionLease
+    ) -> bool:
+        return await self._run(
+            "release_compaction",
+            True,
+            compaction.release_compaction,
+            topic_id,
+            partition,
+            broker_id,
+            state,
+        )
 
     # -- mirroring
 

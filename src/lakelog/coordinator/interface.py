@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         MirrorResult,
     )
     from lakelog.coordinator.pipeline_types import (
+        CompactionLease,
         FileBatch,
         FileInfo,
         FileReference,
@@ -473,6 +474,22 @@ class BatchCoordinator(abc.ABC):
         waiting on another process's produce. Any write transaction counts (not only
         commit_file), and a call made after a commit returned, in any process sharing the
         database, already sees the change."""
+
+    @abc.abstractmethod
+    async def claim_compaction(
+        self, topic_id: UUID, partition: int, broker_id: int, now_ms: int, ttl_ms: int
+    ) -> CompactionLease | None:
+        """Take or renew the lease that lets one broker at a time compact the partition
+        (free, expired, or already this broker's); while held, answers the partition's
+        state (cleaned offset 0 until a pass recorded one). None: another broker holds a live
+        lease, or the topic is unknown."""
+
+    @abc.abstractmethod
+    async def release_compaction(
+        self, topic_id: UUID, partition: int, broker_id: int, state: CompactionLease
+    ) -> bool:
+        """End `broker_id`'s lease and record its pass's state (the cleaned offset is never
+        lowered). False, changing nothing, when the broker no longer holds the lease."""
 
     # -- mirroring (KIP-1279; see mirror_types for the design)
     @abc.abstractmethod

@@ -136,3 +136,14 @@ class PipelineRun:
     """"ok" or "failed"."""
     figures: str
     """The job summary's figures (and the error of a failed run), JSON."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionLease:
+    """A partition's compaction state, answered to the broker that holds its lease."""
+
+    cleaned_offset: int
+    """Below this the log is compacted (no key has two records there); 0 at first."""
+    tombstones_due_ms: int
+    """When the oldest tombstone the last pass kept passes delete.retention.ms, so the
+    partition needs a pass even with nothing new written (0: no tombstone kept)."""

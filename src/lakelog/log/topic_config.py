@@ -29,6 +29,14 @@ def _int(min_value: int) -> object:
     return check
 
 
+def _ratio(value: str) -> str | None:
+    try:
+        number = float(value)
+    except ValueError:
+        return "must be a number"
+    return None if 0.0 <= number <= 1.0 else "must be between 0 and 1"
+
+
 def _choice(choices: set[str] | dict[str, object]) -> object:
     def check(value: str) -> str | None:
         return None if value.replace(" ", "") in choices else f"must be one of {sorted(choices)}"
@@ -45,16 +53,16 @@ VALIDATORS = {
     "message.timestamp.type": _choice(TIMESTAMP_TYPES),
     "cleanup.policy": _choice(CLEANUP_POLICIES),
     "delete.retention.ms": _int(0),
+    "segment.ms": _int(1),
+    "segment.bytes": _int(14),
+    "min.compaction.lag.ms": _int(0),
+    "max.compaction.lag.ms": _int(1),
+    "min.cleanable.dirty.ratio": _ratio,
 }
 ACCEPTED = {
-    "segment.bytes",
-    "segment.ms",
     "min.insync.replicas",
     "compression.type",
     "unclean.leader.election.enable",
-    "min.compaction.lag.ms",
-    "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio",
     "flush.messages",
     "flush.ms",
     "index.interval.bytes",
@@ -84,6 +92,10 @@ def defaults(settings: Settings) -> dict[str, str]:
         "cleanup.policy": "delete",
         "delete.retention.ms": str(24 * 3600 * 1000),
         "segment.bytes": str(1024 * 1024 * 1024),
+        "segment.ms": str(7 * 24 * 3600 * 1000),
+        "min.compaction.lag.ms": "0",
+        "max.compaction.lag.ms": str(2**63 - 1),
+        "min.cleanable.dirty.ratio": "0.5",
         "min.insync.replicas": "1",
         "compression.type": "producer",
     }
@@ -110,6 +122,30 @@ class EffectiveConfig:
     max_message_bytes: int
     timestamp_type: TimestampType
     cleanup_policy: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionConfig:
+    """The configs that decide when the broker compacts a partition (Kafka's meanings)."""
+
+    delete_retention_ms: int
+    segment_ms: int
+    segment_bytes: int
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    min_cleanable_dirty_ratio: float
+
+
+def compaction_config(topic: TopicInfo, settings: Settings) -> CompactionConfig:
+    merged = {**defaults(settings), **topic.configs}
+    return CompactionConfig(
+        delete_retention_ms=int(merged["delete.retention.ms"]),
+        segment_ms=int(merged["segment.ms"]),
+        segment_bytes=int(merged["segment.bytes"]),
+        min_compaction_lag_ms=int(merged["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(merged["max.compaction.lag.ms"]),
+        min_cleanable_dirty_ratio=float(merged["min.cleanable.dirty.ratio"]),
+    )
 
 
 def effective(topic: TopicInfo, settings: Settings) -> EffectiveConfig:

@@ -12,11 +12,11 @@ from typing import TypeVar
 from uuid import UUID
 
 from lakelog.config import Settings
-from lakelog.coordinator.log_types import BatchCoordinate, RetentionPolicy
+from lakelog.coordinator.log_types import BatchCoordinate, RetentionPolicy, TimestampType
 from lakelog.coordinator.pipeline_types import FileBatch, FileInfo, FileReference
 from lakelog.coordinator.topic_types import TopicInfo
 from lakelog.log.storage.keys import InvalidKeyError, KeyKind, parse_key
-from lakelog.log.topic_config import defaults, effective
+from lakelog.log.topic_config import CompactionConfig, compaction_config, effective
 
 T = TypeVar("T")
 
@@ -236,6 +236,7 @@ class CompactionTopic:
     topic: TopicInfo
     delete_retention_ms: int
     """Tombstones older than this are dropped (once nothing older of their key is left)."""
+    config: CompactionConfig
 
 
 def compacted_topics(topics: Iterable[TopicInfo], settings: Settings) -> list[CompactionTopic]:
@@ -244,8 +245,11 @@ def compacted_topics(topics: Iterable[TopicInfo], settings: Settings) -> list[Co
     for topic in topics:
         if "compact" not in effective(topic, settings).cleanup_policy.split(","):
             continue
-        merged = {**defaults(settings), **topic.configs}
-        found.append(CompactionTopic(topic, int(merged["delete.retention.ms"])))
+        try:
+            config = compaction_config(topic, settings)
+        except ValueError:
+            continue  # a config stored before it was validated: never guess
+        found.append(CompactionTopic(topic, config.delete_retention_ms, config))
     return found
 
 
@@ -333,3 +337,93 @@ def keep_record(
     if state.offset != offset:
         return False  # a later record of the key supersedes it
     return not (state.tombstone and state.timestamp < tombstone_horizon_ms)
+
+
+def _batch_time(coord: BatchCoordinate) -> int:
+    """When the batch was appended (its max timestamp when the row has no append time)."""
+    return coord.log_append_time if coord.log_append_time > 0 else coord.max_timestamp
+
+
+def _record_time(coord: BatchCoordinate) -> int:
+    """The batch's largest record timestamp, as min/max.compaction.lag.ms measure it."""
+    if coord.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        return coord.log_append_time
+    return coord.max_timestamp
+
+
+def first_uncleanable_offset(
+    data: Sequence[BatchCoordinate], now_ms: int, config: CompactionConfig
+) -> int:
+    """Where the broker's compaction must stop in a partition's data batches (offset
+    order), as Kafka's cleaner stops at its active segment and at min.compaction.lag.ms.
+
+    A diskless log has no segment files, so the active segment is the longest tail of
+    batches all appended within the last segment.ms and together under segment.bytes
+    (what Kafka would not have rolled yet; Kafka rolls on the next append, Lakelog counts
+    a segment closed once segment.ms passed). Then the first batch whose largest
+    timestamp is newer than now - min.compaction.lag.ms stops it too."""
+    end = data[-1].last_offset + 1 if data else 0
+    tail_bytes = 0
+    for coord in reversed(data):
+        tail_bytes += coord.byte_size
+        if _batch_time(coord) > now_ms - config.segment_ms and tail_bytes < config.segment_bytes:
+            end = coord.base_offset
+        else:
+            break
+    for coord in data:
+        if coord.base_offset >= end:
+            break
+        if _record_time(coord) > now_ms - config.min_compaction_lag_ms:
+            return coord.base_offset
+    return end
+
+
+def cleanable(plan: CompactionRange, uncleanable: int) -> CompactionRange:
+    """`plan` without the batches at or past the first uncleanable offset."""
+    return CompactionRange(
+        [c for c in plan.rewrite if c.last_offset < uncleanable],
+        [c for c in plan.aborted if c.last_offset < uncleanable],
+        [c for c in plan.kept if c.last_offset < uncleanable],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Dirtiness:
+    """How much of a partition's cleanable log was written since its last compaction."""
+
+    dirty_bytes: int
+    total_bytes: int
+    oldest_dirty_ms: int
+    """The oldest largest-timestamp among the dirty batches (-1: none)."""
+
+    @property
+    def ratio(self) -> float:
+        return self.dirty_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def dirtiness(plan: CompactionRange, cleaned_offset: int) -> Dirtiness:
+    """The dirty ratio of a diskless log: bytes of the batches a pass may rewrite (or
+    drop) at or past the partition's cleaned offset, over the bytes of all of them. The
+    partition's last row counts too (the broker compacts it, keeping its last batch)."""
+    rows = [*plan.rewrite, *plan.aborted, *plan.kept]
+    dirty = [c for c in rows if c.last_offset >= cleaned_offset]
+    return Dirtiness(
+        sum(c.byte_size for c in dirty),
+        sum(c.byte_size for c in rows),
+        min((_record_time(c) for c in dirty), default=-1),
+    )
+
+
+def needs_compaction(
+    dirt: Dirtiness, config: CompactionConfig, now_ms: int, tombstones_due_ms: int
+) -> bool:
+    """Kafka's cleaner choice: dirty ratio at least min.cleanable.dirty.ratio, or a dirty
+    record waiting longer than max.compaction.lag.ms; and, as after Kafka's KIP-534, a
+    kept tombstone whose delete.retention.ms has passed."""
+    if dirt.total_bytes and 0 < tombstones_due_ms <= now_ms:
+        return True
+    if not dirt.dirty_bytes:
+        return False
+    if dirt.ratio >= config.min_cleanable_dirty_ratio:
+        return True
+    return now_ms - dirt.oldest_dirty_ms > config.max_compaction_lag_ms

@@ -29,6 +29,7 @@ from lakelog.security.credentials import LoginCredentials
 from lakelog.security.listener import ListenerSecurity
 from lakelog.server.api.dispatch import Dispatcher
 from lakelog.server.background.cleaner import FileCleaner
+from lakelog.server.background.compaction import CompactionLoop
 from lakelog.server.background.loop_lag import watch_loop_lag
 from lakelog.server.background.retention import RetentionLoop
 from lakelog.server.cluster.dynamic_broker_configs import DynamicBrokerConfigs
@@ -398,6 +399,7 @@ class Broker:
             loop.create_task(self._heartbeat_loop(), name="heartbeat"),
             loop.create_task(RetentionLoop(self).run(), name="retention"),
             loop.create_task(FileCleaner(self).run(), name="cleaner"),
+            loop.create_task(CompactionLoop(self).run(), name="compaction"),
             loop.create_task(TransactionTimeouts(self).run(), name="txn-timeouts"),
             loop.create_task(watch_loop_lag(), name="loop-lag"),
             loop.create_task(self.dynamic_configs.run(), name="dynamic-configs"),

@@ -144,6 +144,24 @@ retention_deleted_batches_total = Counter(
 files_deleted_total = Counter(
     "lakelog_files_deleted", "Objects deleted by the cleaner", registry=REGISTRY
 )
+compaction_passes_total = Counter(
+    "lakelog_compaction_passes",
+    "Partitions compacted by this broker, by outcome (committed, changed_meanwhile, lost_lease)",
+    ["outcome"],
+    registry=REGISTRY,
+)
+compaction_seconds_total = Counter(
+    "lakelog_compaction_seconds",
+    "Wall time of this broker's compaction passes, paced waits included",
+    registry=REGISTRY,
+)
+compaction_bytes_total = Counter(
+    "lakelog_compaction_bytes",
+    "Batch bytes this broker's compaction read (read: both passes), covered (compacted:"
+    " the rows of committed passes) and removed",
+    ["kind"],
+    registry=REGISTRY,
+)
 
 groups = Gauge(
     "lakelog_groups", "Consumer groups on this broker by state", ["state"], registry=REGISTRY
