@@ -22,6 +22,7 @@ from lakelog.server.api.admin import (
 )
 from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.registry import handles
+from lakelog.server.internal_topics import is_internal
 from lakelog.util.errors import ErrorCode
 
 _ZERO = datetime.timedelta(0)
@@ -93,6 +94,12 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
             )
         elif not authz.topic_allowed(ctx, topic.name, Operation.ALTER):
             problem = TopicProblem(ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED)
+        elif is_internal(topic.name):
+            # A group's partition is its id's hash modulo the count: it never changes.
+            problem = TopicProblem(
+                ErrorCode.invalid_partitions,
+                f"The number of partitions of the internal topic {topic.name} cannot be changed.",
+            )
         else:
             problem = _partitions_problem(
                 current.get(topic.name), topic.name, int(topic.count), topic.assignments, settings
