@@ -409,11 +409,11 @@ def _deleted(
     )
 
 
-@handles(20, 1, 6)
 def _internal(name: str) -> str:
     return f"Topic '{name}' is an internal topic and cannot be deleted."
 
 
+@handles(20, 1, 6)
 async def delete_topics(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     if ctx.api_version >= 6:
