@@ -8,7 +8,8 @@
   subscription gets it only when the client does not exclude internal topics (kafka-python's
   exclude_internal_topics, default true, as Kafka's clients);
 - clients cannot write it: Produce answers INVALID_TOPIC_EXCEPTION, CreateTopics
-  TOPIC_ALREADY_EXISTS, DeleteTopics and CreatePartitions are refused.
+  TOPIC_ALREADY_EXISTS, DeleteTopics, CreatePartitions and config changes are refused;
+  DescribeConfigs shows it compacted.
 """
 
 from __future__ import annotations
@@ -221,8 +222,15 @@ def test_pattern_subscription_excludes_internal_topics(
 
 
 def test_clients_cannot_write_it(shared_broker: BrokerProcess) -> None:
-    from confluent_kafka import KafkaError, Producer
-    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+    )
 
     bootstrap = shared_broker.bootstrap
     errors: list[Any] = []
@@ -246,5 +254,15 @@ def test_clients_cannot_write_it(shared_broker: BrokerProcess) -> None:
     assert error_of(deleted) == KafkaError.TOPIC_EXCEPTION
     grown = admin.create_partitions([NewPartitions(OFFSETS_TOPIC, 60)], request_timeout=15)
     assert error_of(grown) == KafkaError.INVALID_PARTITIONS
+    resource = ConfigResource(ConfigResource.Type.TOPIC, OFFSETS_TOPIC)
+    [described] = admin.describe_configs([resource], request_timeout=15).values()
+    assert described.result()["cleanup.policy"].value == "compact"
+    resource.add_incremental_config(
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+    )
+    [altered] = admin.incremental_alter_configs([resource], request_timeout=15).values()
+    with pytest.raises(KafkaException) as raised:
+        altered.result()
+    assert raised.value.args[0].code() == KafkaError.POLICY_VIOLATION
     # Still there, still 50 partitions.
     assert len(admin.list_topics(timeout=15).topics[OFFSETS_TOPIC].partitions) == PARTITIONS
