@@ -1,10 +1,10 @@
 """`__consumer_offsets` as a table: appends made by the group operations in their own
 transaction, reads for Fetch and ListOffsets, and compaction.
 
-An append is two statements whatever the record count (so commits of many groups batch
-into one transaction cheaply): one set-wise upsert of the partitions' heads, which hands
-out the offsets and holds the heads' rows until COMMIT (so a partition's records become
-visible in offset order), and one insert of the records."""
+An append is two statements whatever the record count, neither read back (so commits of
+many groups batch into one transaction cheaply): one set-wise upsert of the partitions'
+heads, which hands out the offsets and holds the heads' rows until COMMIT (so a
+partition's records become visible in offset order), and one insert of the records."""
 
 from __future__ import annotations
 
@@ -27,28 +27,31 @@ READ_MAX_ROWS = 2000
 
 
 async def append(s: Session, records: Sequence[OffsetsTopicRecord]) -> None:
+    """Nothing is read back (no round trip on PostgreSQL's pipeline): the heads move first,
+    holding their rows, and each record's offset is its partition's new head, less the
+    partition's record count, plus its place among them."""
     if not records:
         return
     counts = sorted(Counter(r.partition for r in records).items())
     keys, params = s.dialect.keyset("k", (("p", "int"), ("n", "bigint")), counts)
     # WHERE true: SQLite needs it to parse ON CONFLICT after INSERT ... SELECT.
-    heads = await s.fetchall(
+    await s.execute(
         "INSERT INTO offsets_topic_heads (partition, next_offset)"
         f" SELECT k.p, k.n FROM {keys} WHERE true ON CONFLICT (partition) DO UPDATE"
-        " SET next_offset = offsets_topic_heads.next_offset + excluded.next_offset"
-        " RETURNING partition, next_offset",
+        " SET next_offset = offsets_topic_heads.next_offset + excluded.next_offset",
         params,
     )
     count = dict(counts)
-    next_offset = {p: end - count[p] for p, end in heads}
+    place: Counter[int] = Counter()
     rows = []
     for r in records:
-        offset = next_offset[r.partition]
-        next_offset[r.partition] = offset + 1
-        rows.append((r.partition, offset, r.key, r.value, r.timestamp))
+        p = r.partition
+        rows.append((p, p, place[p] - count[p], r.key, r.value, r.timestamp))
+        place[p] += 1
     await s.executemany(
         "INSERT INTO offsets_topic_records"
-        " (partition, log_offset, record_key, record_value, timestamp) VALUES (?, ?, ?, ?, ?)",
+        " (partition, log_offset, record_key, record_value, timestamp) SELECT ?,"
+        " (SELECT h.next_offset FROM offsets_topic_heads h WHERE h.partition = ?) + ?, ?, ?, ?",
         rows,
     )
 
