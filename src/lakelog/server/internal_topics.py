@@ -40,3 +40,7 @@ def internal_topic_by_id(topic_id: UUID | None) -> TopicInfo | None:
 
 def is_internal(name: str | None) -> bool:
     return name in INTERNAL_TOPICS
+
+
+def is_internal_id(topic_id: UUID) -> bool:
+    return topic_id in _BY_ID

@@ -24,7 +24,7 @@ from lakelog.server.api.context import RequestContext
 from lakelog.server.api.raw import RawResponse
 from lakelog.server.api.registry import handles
 from lakelog.server.cluster.zones import client_zone, count_bytes
-from lakelog.server.internal_topics import internal_topic, internal_topic_by_id, is_internal
+from lakelog.server.internal_topics import internal_topic, internal_topic_by_id, is_internal_id
 from lakelog.util import metrics
 from lakelog.util.errors import ErrorCode
 
@@ -120,7 +120,7 @@ async def _read_once(
             elif not 0 <= part.partition < topic.num_partitions:
                 slot.data.error = ErrorCode.unknown_topic_or_partition
                 errored = True
-            elif is_internal(topic.name):
+            elif is_internal_id(topic.topic_id):
                 slot.internal = True
             else:
                 slot.find_index = len(finds)
