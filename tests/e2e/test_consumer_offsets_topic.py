@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from e2e_harness import BrokerProcess, create_topic, wait_until
+from e2e_wire import WireClient, list_offsets_v1, request_class
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -151,6 +152,10 @@ def test_lag_reader_sees_commits_and_tombstones(
     # The classic group's metadata is there too (the group ran a rebalance).
     assert any(r["kind"] == "group" and not r["tombstone"] for r in records), records
 
+    # The log end as a librdkafka consumer validating its position asks for it.
+    end = end_offset(shared_broker.port, group_partition(group_id))
+    assert end >= len(records)
+
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -162,6 +167,37 @@ def test_lag_reader_sees_commits_and_tombstones(
         latest[(r["kind"], r.get("topic"), r.get("p"))] = r
     assert latest[("offset", topic_name, 0)]["tombstone"]
     assert latest[("group", None, None)]["tombstone"]
+
+
+def end_offset(port: int, partition: int) -> int:
+    """OffsetForLeaderEpoch's end offset for the partition, checked against ListOffsets'."""
+    with WireClient(port) as client:
+        m = request_class(23, 3)
+        response = client.request(
+            23,
+            3,
+            m.OffsetForLeaderEpochRequest(
+                replica_id=m.BrokerId(-1),
+                topics=(
+                    m.OffsetForLeaderTopic(
+                        topic=m.TopicName(OFFSETS_TOPIC),
+                        partitions=(
+                            m.OffsetForLeaderPartition(
+                                partition=m.i32(partition),
+                                current_leader_epoch=m.i32(0),
+                                leader_epoch=m.i32(0),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        [answer] = response.topics[0].partitions
+        assert (answer.error_code, answer.leader_epoch) == (0, 0)
+        listed = client.request(2, 1, list_offsets_v1(OFFSETS_TOPIC, partition, -1))
+        [latest] = listed.topics[0].partitions
+        assert (latest.error_code, latest.offset) == (0, answer.end_offset)
+        return int(answer.end_offset)
 
 
 def test_listed_as_internal(shared_broker: BrokerProcess) -> None:

@@ -188,13 +188,10 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
                     )
                 )
                 continue
-            if is_internal(topic.name):
-                error, end = (
-                    ErrorCode.none,
-                    (await broker.coordinator.offsets_topic_offset(p.partition, LATEST_TIMESTAMP))[
-                        0
-                    ],
-                )
+            if is_internal(topic.name):  # every epoch ends at the log end, as for any topic
+                coordinator = broker.coordinator
+                end, _ = await coordinator.offsets_topic_offset(p.partition, LATEST_TIMESTAMP)
+                error = ErrorCode.none
             else:
                 info = next(infos)
                 error, end = info.error, info.high_watermark
