@@ -8,7 +8,8 @@
   subscription gets it only when the client does not exclude internal topics (kafka-python's
   exclude_internal_topics, default true, as Kafka's clients);
 - clients cannot write it: Produce answers INVALID_TOPIC_EXCEPTION, CreateTopics
-  TOPIC_ALREADY_EXISTS, DeleteTopics, CreatePartitions and config changes are refused;
+  TOPIC_ALREADY_EXISTS, DeleteTopics, DeleteRecords, CreatePartitions and config changes
+  are refused;
   DescribeConfigs shows it compacted.
 """
 
@@ -258,7 +259,7 @@ def test_pattern_subscription_excludes_internal_topics(
 
 
 def test_clients_cannot_write_it(shared_broker: BrokerProcess) -> None:
-    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import (
         AdminClient,
         AlterConfigOpType,
@@ -290,6 +291,12 @@ def test_clients_cannot_write_it(shared_broker: BrokerProcess) -> None:
     assert error_of(deleted) == KafkaError.TOPIC_EXCEPTION
     grown = admin.create_partitions([NewPartitions(OFFSETS_TOPIC, 60)], request_timeout=15)
     assert error_of(grown) == KafkaError.INVALID_PARTITIONS
+    [trimmed] = admin.delete_records(
+        [TopicPartition(OFFSETS_TOPIC, 0, 0)], request_timeout=15
+    ).values()
+    with pytest.raises(KafkaException) as raised:
+        trimmed.result()
+    assert raised.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
     resource = ConfigResource(ConfigResource.Type.TOPIC, OFFSETS_TOPIC)
     [described] = admin.describe_configs([resource], request_timeout=15).values()
     assert described.result()["cleanup.policy"].value == "compact"

@@ -139,6 +139,7 @@ async def delete_records(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     unknown = DeleteRecordsResult(ErrorCode.unknown_topic_or_partition)
     refused = DeleteRecordsResult(ErrorCode.topic_authorization_failed)
+    internal = DeleteRecordsResult(ErrorCode.invalid_topic_exception)  # Kafka's ReplicaManager
     answers: list[list[DeleteRecordsResult | int]] = []
     asks: list[DeleteRecordsRequest] = []
     for topic in request.topics:
@@ -149,6 +150,8 @@ async def delete_records(ctx: RequestContext, request: Any) -> Any:
             # The partition count is checked by the coordinator (the cache may lag).
             if not deletable:
                 row.append(refused)
+            elif is_internal(topic.name):
+                row.append(internal)
             elif info is None or p.partition_index < 0:
                 row.append(unknown)
             else:
