@@ -9,12 +9,13 @@ import asyncio
 import struct
 import time
 
-from contract_support import OpenInstance
+from contract_support import OpenInstance, new_topic
 from test_coordinator_groups import stable
 
 from lakelog.coordinator import BatchCoordinator
 from lakelog.coordinator.group_types import OffsetCommit, OffsetsTopicRow
 from lakelog.coordinator.ops.offsets_topic import COMPACTION_TAIL
+from lakelog.util.errors import ErrorCode
 
 BIG = 1 << 30
 
@@ -250,3 +251,15 @@ async def test_compaction_keeps_latest_per_key_and_the_tail(
     latest = {decode_key(r.key): r for r in await records(coordinator, partition)}
     assert latest[("offset", group, "t", 1)].value is None
     assert latest[("offset", group, "t", 0)].value is not None
+
+
+async def test_deleting_a_topic_tombstones_its_offsets(coordinator: BatchCoordinator) -> None:
+    await new_topic(coordinator, partitions=2, name="going")
+    await coordinator.commit_offsets("reader", [OffsetCommit("going", p, 4) for p in (0, 1)], 1)
+    [result] = await coordinator.delete_topics(["going"])
+    assert result.error == ErrorCode.none
+    rows = await records(coordinator, java_partition("reader"))
+    assert [(decode_key(r.key), r.value is None) for r in rows[-2:]] == [
+        (("offset", "reader", "going", 0), True),
+        (("offset", "reader", "going", 1), True),
+    ]
