@@ -225,6 +225,7 @@ def test_pattern_subscription_excludes_internal_topics(
     shared_broker: BrokerProcess, topic_name: str
 ) -> None:
     from kafka import KafkaConsumer
+    from kafka.structs import OffsetAndMetadata
 
     bootstrap = shared_broker.bootstrap
     create_topic(bootstrap, topic_name, partitions=1)
@@ -247,9 +248,10 @@ def test_pattern_subscription_excludes_internal_topics(
 
             got = wait_until(topics, 60, "the pattern subscription's assignment")
             if OFFSETS_TOPIC in got:  # a reader's group may commit its position there
-                consumer.commit()
                 tp = next(tp for tp in consumer.assignment() if tp.topic == OFFSETS_TOPIC)
-                assert consumer.committed(tp) == consumer.position(tp)
+                position = consumer.position(tp)
+                consumer.commit({tp: OffsetAndMetadata(position, "", -1)})
+                assert consumer.committed(tp) == position
             return got
         finally:
             consumer.close()
