@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from contract_support import BIG, batch, commit, log_info, new_key, new_topic
+from test_coordinator_offsets_topic import decode_key, decode_offset_value, java_partition
+from test_coordinator_offsets_topic import records as offsets_topic_records
 
 from lakelog.coordinator import (
     BatchCoordinator,
@@ -382,6 +384,10 @@ async def test_failover_truncates_to_the_lso_and_makes_the_topic_writable(
     assert [(b.base_offset, b.last_offset) for b in found.batches] == [(0, 1)]
     offsets = {o.partition: o.offset for o in await c.fetch_offsets("g", None)}
     assert offsets == {0: 2, 1: 4}
+    # The lowered commit is a new record in __consumer_offsets, after the original two.
+    last = (await offsets_topic_records(c, java_partition("g")))[-1]
+    assert decode_key(last.key) == ("offset", "g", topic.name, 0)
+    assert decode_offset_value(last.value or b"")[0] == 2
     # Writable: producers continue at the next offset.
     [written] = await commit(c, [batch(m.topic, 0, records=2)])
     assert (written.error, written.base_offset) == (ErrorCode.none, 2)

@@ -18,6 +18,7 @@ from lakelog.coordinator.group_types import (
     ConsumerGroupRecord,
     GroupRecord,
     OffsetCommit,
+    OffsetsTopicRead,
 )
 from lakelog.coordinator.interface import BatchCoordinator
 from lakelog.coordinator.log_types import (
@@ -56,6 +57,7 @@ from lakelog.coordinator.ops import (
     mirror_commit,
     mirror_failover,
     mirror_partitions,
+    offsets_topic,
     pipeline_runs,
     produce,
     read,
@@ -263,6 +265,21 @@ class SqlBatchCoordinator(BatchCoordinator):
 
     async def expire_offsets(self, committed_before_ms: int) -> int:
         return await self._run("expire_offsets", True, groups.expire_offsets, committed_before_ms)
+
+    async def read_offsets_topic(
+        self, partitions: Sequence[tuple[int, int, int]]
+    ) -> list[OffsetsTopicRead]:
+        return await self._run("read_offsets_topic", False, offsets_topic.read, partitions)
+
+    async def offsets_topic_offset(self, partition: int, timestamp: int) -> tuple[int, int]:
+        return await self._run(
+            "offsets_topic_offset", False, offsets_topic.offset_for_time, partition, timestamp
+        )
+
+    async def compact_offsets_topic(self, tombstones_before_ms: int) -> int:
+        return await self._run(
+            "compact_offsets_topic", True, offsets_topic.compact, tombstones_before_ms
+        )
 
     # -- producers and brokers
 

@@ -70,3 +70,22 @@ class ConsumerGroupRecord:
     """Grows with every change of the group's state machine."""
     document: str
     updated_at: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsTopicRow:
+    """One record of `__consumer_offsets` as stored: its offset, key, value (None: a
+    tombstone) and timestamp (ms)."""
+
+    offset: int
+    key: bytes
+    value: bytes | None
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsTopicRead:
+    """A read of one `__consumer_offsets` partition: its high watermark and records."""
+
+    high_watermark: int
+    rows: Sequence[OffsetsTopicRow]

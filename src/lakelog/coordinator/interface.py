@@ -325,6 +325,24 @@ class BatchCoordinator(abc.ABC):
         no record, classic or consumer); Kafka's offsets.retention.minutes. Returns how
         many were deleted."""
 
+    # -- __consumer_offsets (records written by the group operations above)
+    @abc.abstractmethod
+    async def read_offsets_topic(
+        self, partitions: Sequence[tuple[int, int, int]]
+    ) -> list[group_types.OffsetsTopicRead]:
+        """For each (partition, fetch offset, max bytes) of `__consumer_offsets`: its high
+        watermark and records from the fetch offset on (at least one, if any)."""
+
+    @abc.abstractmethod
+    async def offsets_topic_offset(self, partition: int, timestamp: int) -> tuple[int, int]:
+        """ListOffsets on a `__consumer_offsets` partition: (offset, timestamp); -1, -2
+        and -3 as in Kafka (latest, earliest, max timestamp)."""
+
+    @abc.abstractmethod
+    async def compact_offsets_topic(self, tombstones_before_ms: int) -> int:
+        """One bounded compaction pass of `__consumer_offsets`: superseded records behind
+        the tail, and tombstones older than the given time. Returns the rows deleted."""
+
     # -- brokers
     @abc.abstractmethod
     async def register_broker(self, broker_id: int, rack: str | None, host: str, port: int) -> int:

@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+COMPACT_INTERVAL_S = 30.0
+COMPACT_PASSES = 10
+"""Bounded passes per round (each deletes at most ops/offsets_topic.COMPACTION_BATCH)."""
+OFFSETS_TOPIC_DELETE_RETENTION_MS = 86_400_000
+"""Kafka's default delete.retention.ms: how long a tombstone stays readable, so a lag
+tool that reads the topic now and then still sees a group's or offset's deletion."""
+
 TICK_S = 0.1
 CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable")
 """KIP-848 groups' states, counted in the same gauge as classic groups'."""
@@ -194,6 +201,7 @@ class GroupCoordinator:
             loop.create_task(self._tick_loop(), name="group-ticks"),
             loop.create_task(self._expire_loop(), name="offset-expiry"),
             loop.create_task(self._lag_loop(), name="group-lag"),
+            loop.create_task(self._compact_loop(), name="offsets-topic-compaction"),
         ]
 
     async def stop(self) -> None:
@@ -241,6 +249,20 @@ class GroupCoordinator:
                     log.info("expired %d committed offsets of empty groups", expired)
             except Exception:
                 log_failure(log, "offset expiry failed")
+
+    async def _compact_loop(self) -> None:
+        """Compaction of `__consumer_offsets` (Kafka's log cleaner on that topic): a few
+        bounded passes every COMPACT_INTERVAL_S, so a group committing per message keeps
+        the table at its live keys plus a tail."""
+        while True:
+            await asyncio.sleep(COMPACT_INTERVAL_S)
+            cutoff = int(time.time() * 1000) - OFFSETS_TOPIC_DELETE_RETENTION_MS
+            try:
+                for _ in range(COMPACT_PASSES):
+                    if not await self._broker.coordinator.compact_offsets_topic(cutoff):
+                        break
+            except Exception:
+                log_failure(log, "__consumer_offsets compaction failed")
 
     async def _lag_loop(self) -> None:
         while True:

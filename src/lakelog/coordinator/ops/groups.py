@@ -20,6 +20,16 @@ from lakelog.coordinator.group_types import (
     GroupRecord,
     OffsetCommit,
 )
+from lakelog.coordinator.offsets_topic_records import (
+    OffsetsTopicRecord,
+    group_metadata_key,
+    group_metadata_value,
+    offset_commit_records,
+    offset_tombstones,
+    partition_for,
+)
+from lakelog.coordinator.ops import offsets_topic
+from lakelog.coordinator.ops.rows import now_ms
 from lakelog.util.errors import ErrorCode
 
 EMPTY = "Empty"
@@ -46,6 +56,15 @@ async def commit_offsets(
             (group_id, o.topic, o.partition, o.offset, o.leader_epoch, o.metadata, now_ms)
             for o in ordered
         ],
+    )
+    # The records in the order sent: a repeated partition's last commit is the last record.
+    await offsets_topic.append(
+        s,
+        offset_commit_records(
+            group_id,
+            [(o.topic, o.partition, o.offset, o.leader_epoch, o.metadata) for o in offsets],
+            now_ms,
+        ),
     )
 
 
@@ -74,10 +93,13 @@ async def fetch_offsets(
 
 async def delete_offsets(s: Session, group_id: str, partitions: Sequence[tuple[str, int]]) -> None:
     keys, params = s.dialect.keyset("k", _KEY_COLUMNS, partitions)
-    await s.execute(
+    gone = await s.fetchall(
         "DELETE FROM group_offsets WHERE group_id = ?"
-        f" AND (topic, partition) IN (SELECT k.t, k.p FROM {keys})",
+        f" AND (topic, partition) IN (SELECT k.t, k.p FROM {keys}) RETURNING topic, partition",
         [group_id, *params],
+    )
+    await offsets_topic.append(
+        s, offset_tombstones([(group_id, t, p) for t, p in sorted(gone)], now_ms())
     )
 
 
@@ -86,9 +108,11 @@ async def expire_offsets(s: Session, committed_before_ms: int) -> int:
     gone = await s.fetchall(
         "DELETE FROM group_offsets WHERE commit_time < ? AND group_id NOT IN"
         " (SELECT group_id FROM groups WHERE state != ?) AND group_id NOT IN"
-        " (SELECT group_id FROM consumer_groups WHERE state != ?) RETURNING 1",
+        " (SELECT group_id FROM consumer_groups WHERE state != ?)"
+        " RETURNING group_id, topic, partition",
         (committed_before_ms, EMPTY, EMPTY),
     )
+    await offsets_topic.append(s, offset_tombstones(sorted(gone), now_ms()))
     return len(gone)
 
 
@@ -143,6 +167,17 @@ async def save_group(s: Session, group: GroupRecord) -> None:
             for position, (name, metadata) in enumerate(m.protocols)
         ],
     )
+    await offsets_topic.append(
+        s,
+        [
+            OffsetsTopicRecord(
+                partition_for(group.group_id),
+                group_metadata_key(group.group_id),
+                group_metadata_value(group),
+                group.updated_at,
+            )
+        ],
+    )
 
 
 async def load_group(s: Session, group_id: str) -> GroupRecord | None:
@@ -165,14 +200,18 @@ async def list_groups(s: Session) -> list[GroupRecord]:
 async def delete_groups(s: Session, group_ids: Sequence[str]) -> list[ErrorCode]:
     """A deleted group's configs go with it (as in Kafka), but configs alone do not make a
     group: a group with nothing else is still GROUP_ID_NOT_FOUND. A share group's record
-    and share-partition states go too."""
+    and share-partition states go too. `__consumer_offsets` gets a tombstone per offset
+    and one for a classic group's metadata."""
     for group_id in group_ids:
         await s.execute("DELETE FROM group_configs WHERE group_id = ?", (group_id,))
     sent = [
         (
             await s.send("DELETE FROM groups WHERE group_id = ? RETURNING 1", (group_id,)),
             await s.send("DELETE FROM consumer_groups WHERE group_id = ? RETURNING 1", (group_id,)),
-            await s.send("DELETE FROM group_offsets WHERE group_id = ? RETURNING 1", (group_id,)),
+            await s.send(
+                "DELETE FROM group_offsets WHERE group_id = ? RETURNING topic, partition",
+                (group_id,),
+            ),
             await s.send("DELETE FROM share_groups WHERE group_id = ? RETURNING 1", (group_id,)),
             await s.send(
                 "DELETE FROM share_partitions WHERE group_id = ? RETURNING 1", (group_id,)
@@ -181,9 +220,18 @@ async def delete_groups(s: Session, group_ids: Sequence[str]) -> list[ErrorCode]
         for group_id in group_ids
     ]
     results: list[ErrorCode] = []
-    for pending in sent:
+    now = now_ms()
+    tombstones: list[OffsetsTopicRecord] = []
+    for group_id, pending in zip(group_ids, sent, strict=True):
         found = [await p.fetchall() for p in pending]
         results.append(ErrorCode.none if any(found) else ErrorCode.group_id_not_found)
+        offsets = sorted((group_id, t, p) for t, p in found[2])
+        tombstones += offset_tombstones(offsets, now)
+        if found[0]:
+            tombstones.append(
+                OffsetsTopicRecord(partition_for(group_id), group_metadata_key(group_id), None, now)
+            )
+    await offsets_topic.append(s, tombstones)
     return results
 
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from lakelog.coordinator.engine import Session
 from lakelog.coordinator.mirror_rules import truncation_point
 from lakelog.coordinator.mirror_types import MirrorPartition, MirrorResult
+from lakelog.coordinator.offsets_topic_records import offset_commit_records
+from lakelog.coordinator.ops import offsets_topic
 from lakelog.coordinator.ops.mirror import alter_mirror
 from lakelog.coordinator.ops.mirror_partitions import (
     IN_KEYS,
@@ -149,11 +151,22 @@ async def _truncate(
         " WHERE topic_id = ? AND partition = ?",
         [(cut, size, *key) for (key, cut), size in zip(cuts.items(), dropped, strict=True)],
     )
-    await s.executemany(
-        "UPDATE group_offsets SET committed_offset = ? WHERE topic = ? AND partition = ?"
-        " AND committed_offset > ?",
-        [(cut, names[key], key[1], cut) for key, cut in cuts.items()],
-    )
+    # Lowered offsets are new commits of the groups: __consumer_offsets records them.
+    lowered = []
+    for key, cut in cuts.items():
+        lowered += await s.fetchall(
+            "UPDATE group_offsets SET committed_offset = ? WHERE topic = ? AND partition = ?"
+            " AND committed_offset > ?"
+            " RETURNING group_id, topic, partition, committed_offset, leader_epoch, metadata,"
+            " commit_time",
+            (cut, names[key], key[1], cut),
+        )
+    records = []
+    for group_id, topic, partition, offset, epoch, metadata, commit_time in sorted(lowered):
+        records += offset_commit_records(
+            group_id, [(topic, partition, offset, epoch, metadata)], commit_time
+        )
+    await offsets_topic.append(s, records)
     await s.executemany(
         "UPDATE mirror_partitions SET state = 'STOPPED', failover_offset = ?,"
         " lease_owner = -1, lease_expiry = 0, updated_at = ?"

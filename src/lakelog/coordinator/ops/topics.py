@@ -11,6 +11,8 @@ from typing import Any
 from uuid import UUID
 
 from lakelog.coordinator.engine import Session
+from lakelog.coordinator.offsets_topic_records import offset_tombstones
+from lakelog.coordinator.ops import offsets_topic
 from lakelog.coordinator.ops.release import FreedBytes, drop_topic
 from lakelog.coordinator.ops.rows import lock_topic_partitions, now_ms
 from lakelog.coordinator.topic_rules import already_exists, invalid_create, not_more_partitions
@@ -128,7 +130,12 @@ async def delete_topics(s: Session, names: Sequence[str]) -> list[DeleteTopicRes
         await drop_topic(s, freed, row[0])
         # As in Kafka, a deleted topic's committed offsets go with it: a topic re-created
         # under the same name starts without them.
-        await s.execute("DELETE FROM group_offsets WHERE topic = ?", (name,))
+        gone = await s.fetchall(
+            "DELETE FROM group_offsets WHERE topic = ? RETURNING group_id, partition", (name,)
+        )
+        await offsets_topic.append(
+            s, offset_tombstones(sorted((g, name, p) for g, p in gone), now_ms())
+        )
         results.append(DeleteTopicResult(name, ErrorCode.none, topic_id=s.dialect.to_uuid(row[1])))
     await freed.apply(s, now_ms())
     return results

@@ -31,6 +31,7 @@ from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.encoded import compact_length, encode_entity
 from lakelog.server.api.raw import RawResponse
 from lakelog.server.api.registry import handles
+from lakelog.server.internal_topics import INTERNAL_TOPICS, internal_topic_by_id, is_internal
 from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import paced
 
@@ -301,7 +302,7 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(t.name for t in request.topics)
     known = await ctx.broker.topics.all()
     existing = {t.name for t in known}
-    collisions = CollisionIndex(existing)
+    collisions = CollisionIndex([*existing, *INTERNAL_TOPICS])
     budget = ClusterBudget(sum(t.num_partitions for t in known), settings)
     results: list[Any] = [None] * len(request.topics)
     plans: list[tuple[int, CreateTopicRequest]] = []
@@ -314,6 +315,14 @@ async def create_topics(ctx: RequestContext, request: Any) -> Any:
         if not authz.may_create_topic(ctx, topic.name):
             results[i] = _create_failed(
                 m, topic.name, ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED
+            )
+            continue
+        if is_internal(topic.name):  # it exists, as in Kafka
+            results[i] = _create_failed(
+                m,
+                topic.name,
+                ErrorCode.topic_already_exists,
+                f"Topic '{topic.name}' already exists.",
             )
             continue
         try:
@@ -412,6 +421,10 @@ def _deleted(
     )
 
 
+def _internal(name: str) -> str:
+    return f"Topic '{name}' is an internal topic and cannot be deleted."
+
+
 @handles(20, 1, 6)
 async def delete_topics(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
@@ -434,7 +447,12 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
             )
         elif topic_id is not None:
             topic = await ctx.broker.topics.get_by_id(topic_id)
-            if topic is None:
+            internal = internal_topic_by_id(topic_id)
+            if internal is not None:
+                results[i] = _deleted(
+                    m, None, topic_id, ErrorCode.invalid_topic_exception, _internal(internal.name)
+                )
+            elif topic is None:
                 results[i] = _deleted(
                     m,
                     None,
@@ -460,6 +478,8 @@ async def delete_topics(ctx: RequestContext, request: Any) -> Any:
             results[i] = _deleted(
                 m, name, None, ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED
             )
+        elif is_internal(name):
+            results[i] = _deleted(m, name, None, ErrorCode.invalid_topic_exception, _internal(name))
         else:
             names.append((i, name))
     counts = Counter(name for _, name in names)

@@ -50,6 +50,7 @@ from lakelog.server.cluster.dynamic_broker_configs import (
     DynamicConfigError,
 )
 from lakelog.server.cluster.kafka_dynamic_keys import is_dynamic, lookup, scope_problems
+from lakelog.server.internal_topics import internal_topic, is_internal
 from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import paced
 
@@ -142,6 +143,9 @@ async def _entries_for(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
     _check_access(ctx, resource, Operation.DESCRIBE_CONFIGS)
     if resource.resource_type == TOPIC_RESOURCE:
         topics = await ctx.broker.coordinator.get_topics([resource.resource_name])
+        internal = internal_topic(resource.resource_name)
+        if internal is not None:
+            topics = [internal]
         if not topics:
             raise _unknown_topic(resource.resource_name)
         dynamic = ctx.broker.dynamic_configs
@@ -259,6 +263,11 @@ async def _alter_one(
     if resource.resource_type != TOPIC_RESOURCE:
         raise _unsupported_type(resource.resource_type)
     name = resource.resource_name
+    if is_internal(name):
+        # Its compaction and partitioning are the group coordinator's, not settings.
+        raise ConfigProblem(
+            ErrorCode.policy_violation, f"The configs of the internal topic {name} are fixed."
+        )
     if not incremental:
         configs = plan_replace([(c.name, c.value) for c in resource.configs])
         return await _apply(

@@ -20,6 +20,7 @@ from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.metadata import partition_entries
 from lakelog.server.api.registry import handles
 from lakelog.server.cluster.zones import client_zone
+from lakelog.server.internal_topics import INTERNAL_TOPICS, is_internal
 from lakelog.server.topics import topic_name_error
 from lakelog.util.errors import ErrorCode
 
@@ -64,6 +65,7 @@ async def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
     if cursor is not None and int(cursor.partition_index) < 0:
         return _response(m, [_unknown(m, n, ErrorCode.invalid_request) for n in names])
     known: dict[str, TopicInfo] = {t.name: t for t in await broker.topics.all()}
+    known.update(INTERNAL_TOPICS)
     refused: set[str] = set()
     if not request.topics:
         names = sorted(known)  # no topics asked for: all of them
@@ -116,7 +118,7 @@ async def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
                 error_code=ErrorCode.none,
                 name=topic.name,
                 topic_id=topic.topic_id,
-                is_internal=False,
+                is_internal=is_internal(topic.name),
                 partitions=partitions,
                 topic_authorized_operations=authz.operations(ctx, ResourceType.TOPIC, topic.name),
             )

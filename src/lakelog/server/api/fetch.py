@@ -19,11 +19,12 @@ from lakelog.log.fetch.batches import Pieces, batch_parts, coordinate_batches
 from lakelog.log.protocol.control_batch import CONTROL_BATCH_SIZE
 from lakelog.log.protocol.fetch_response import PartitionData, encode_fetch_response
 from lakelog.security.acl import Operation
-from lakelog.server.api import authz
+from lakelog.server.api import authz, offsets_topic_read
 from lakelog.server.api.context import RequestContext
 from lakelog.server.api.raw import RawResponse
 from lakelog.server.api.registry import handles
 from lakelog.server.cluster.zones import client_zone, count_bytes
+from lakelog.server.internal_topics import internal_topic, internal_topic_by_id, is_internal_id
 from lakelog.util import metrics
 from lakelog.util.errors import ErrorCode
 
@@ -46,6 +47,8 @@ class _Slot:
     fetch_offset: int = 0
     find_index: int = -1
     coords: tuple[BatchCoordinate, ...] = ()
+    internal: bool = False
+    """A partition of `__consumer_offsets`, read by `offsets_topic_read.fill`."""
 
 
 def _size(coord: BatchCoordinate) -> int:
@@ -94,11 +97,11 @@ async def _read_once(
         named: str | UUID
         if by_id:
             named = fetch_topic.topic_id or NULL_TOPIC_ID  # kio reads the zero id as None
-            topic = await broker.topics.get_by_id(named)
+            topic = await broker.topics.get_by_id(named) or internal_topic_by_id(named)
             unknown = ErrorCode.unknown_topic_id
         else:
             named = fetch_topic.topic
-            topic = await broker.topics.get(named)
+            topic = await broker.topics.get(named) or internal_topic(named)
             unknown = ErrorCode.unknown_topic_or_partition
         refused = checking and not authz.topic_allowed(
             ctx, topic.name if topic else str(named), Operation.READ
@@ -118,6 +121,8 @@ async def _read_once(
             elif not 0 <= part.partition < topic.num_partitions:
                 slot.data.error = ErrorCode.unknown_topic_or_partition
                 errored = True
+            elif is_internal_id(topic.topic_id):
+                slot.internal = True
             else:
                 slot.find_index = len(finds)
                 finds.append(
@@ -171,6 +176,16 @@ async def _read_once(
         total += used
         if read_committed:
             slot.data.aborted = _aborted_within(aborted, last_offset) if used else []
+    internal = [s for _, slots in layout for s in slots if s.internal]
+    if internal:
+        used, failed = await offsets_topic_read.fill(
+            broker.coordinator,
+            [(s.data, s.fetch_offset, s.max_bytes) for s in internal],
+            budget,
+            total == 0,
+        )
+        total += used
+        errored = errored or failed
     return [(name, [s.data for s in slots]) for name, slots in layout], total, errored
 
 

@@ -23,6 +23,7 @@ from lakelog.server.api.group_common import (
     group_error,
 )
 from lakelog.server.api.registry import handles
+from lakelog.server.internal_topics import internal_topic
 from lakelog.util.errors import ErrorCode
 
 
@@ -55,7 +56,9 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
     topics = []
     max_metadata = broker.settings.offset_metadata_max_bytes
     for t in request.topics:
-        topic = await broker.topics.get(t.name) if error is None else None
+        topic = (
+            (await broker.topics.get(t.name) or internal_topic(t.name)) if error is None else None
+        )
         readable = authz.topic_allowed(ctx, t.name, Operation.READ)
         partitions = []
         for p in t.partitions:

@@ -36,6 +36,12 @@ from lakelog.server.api.raw import RawResponse
 from lakelog.server.api.registry import handles
 from lakelog.server.cluster.outage import RateLimitedLog, is_outage
 from lakelog.server.cluster.zones import client_zone, partition_broker
+from lakelog.server.internal_topics import (
+    INTERNAL_TOPICS,
+    internal_topic,
+    internal_topic_by_id,
+    is_internal,
+)
 from lakelog.server.topics import topic_name_error
 from lakelog.util.errors import ErrorCode
 
@@ -210,7 +216,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
     if wanted is not None and ctx.api_version >= 10:
         ids = [t.topic_id for t in request.topics if getattr(t, "topic_id", None)]
         for topic_id in ids:
-            found = await topics_cache.get_by_id(topic_id)
+            found = await topics_cache.get_by_id(topic_id) or internal_topic_by_id(topic_id)
             if found is not None:
                 by_id[topic_id] = found
     checking = broker.authorizer.enabled
@@ -223,7 +229,10 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         missing = [
             n
             for n in wanted
-            if n is not None and n not in refused and await topics_cache.get(n) is None
+            if n is not None
+            and n not in refused
+            and not is_internal(n)
+            and await topics_cache.get(n) is None
         ]
         allow = getattr(request, "allow_auto_topic_creation", True)
         if checking and missing and allow and broker.settings.auto_create_topics_enable:
@@ -282,7 +291,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             error_code=ErrorCode.none,
             name=topic.name,
             topic_id=topic.topic_id,
-            is_internal=False,
+            is_internal=is_internal(topic.name),
             partitions=partitions,
             topic_authorized_operations=topic_operations,
         )
@@ -324,7 +333,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
         return data
 
     if wanted is None:
-        listed = sorted(known, key=lambda t: t.name)
+        listed = sorted([*known, *INTERNAL_TOPICS.values()], key=lambda t: t.name)
         if checking:  # topics the caller may not describe are left out of a full list
             allowed = authz.topics_allowed(ctx, (t.name for t in listed), Operation.DESCRIBE)
             listed = [t for t in listed if t.name in allowed]
@@ -342,7 +351,7 @@ async def metadata(ctx: RequestContext, request: Any) -> Any:
             elif name is None:
                 topics.append(entry(None, None, requested.topic_id))
             else:
-                topics.append(entry(name, await topics_cache.get(name)))
+                topics.append(entry(name, await topics_cache.get(name) or internal_topic(name)))
 
     response = build(
         m.MetadataResponse,

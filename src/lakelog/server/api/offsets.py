@@ -25,6 +25,7 @@ from lakelog.security.acl import Operation
 from lakelog.server.api import authz
 from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.registry import handles
+from lakelog.server.internal_topics import internal_topic, is_internal
 from lakelog.util.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ storage (every batch is in object storage from the start), so it answers as Kafk
 a topic without remote storage: offset -1, no error."""
 READ_COMMITTED = 1
 LEADER_EPOCH = 0
+INTERNAL = -6
+"""A row answered from `__consumer_offsets`' own table, not the batch coordinator's log."""
 
 
 async def _narrow(ctx: RequestContext, asked: int, result: ListOffsetsResult) -> tuple[int, int]:
@@ -87,7 +90,7 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
     layout: list[tuple[str, list[tuple[int, int, int]]]] = []  # name, (partition, idx, ts)
     asks: list[ListOffsetsRequest] = []
     for t in request.topics:
-        topic = await broker.topics.get(t.name)
+        topic = await broker.topics.get(t.name) or internal_topic(t.name)
         refused = not authz.topic_allowed(ctx, t.name, Operation.DESCRIBE)
         rows = []
         for p in t.partitions:
@@ -105,6 +108,9 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                 continue
             if timestamp < MAX_TIMESTAMP or (timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
                 rows.append((p.partition_index, -2, timestamp))
+                continue
+            if is_internal(t.name):
+                rows.append((p.partition_index, INTERNAL, timestamp))
                 continue
             rows.append((p.partition_index, len(asks), timestamp))
             asks.append(
@@ -125,6 +131,8 @@ async def list_offsets(ctx: RequestContext, request: Any) -> Any:
                 error = ErrorCode.invalid_request
             elif index == -3:
                 pass  # LATEST_TIERED_TIMESTAMP: nothing is tiered
+            elif index == INTERNAL:
+                offset, timestamp = await broker.coordinator.offsets_topic_offset(partition, asked)
             else:
                 result = results[index]
                 error = result.error
@@ -152,10 +160,10 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         refused = not authz.topic_allowed(ctx, t.topic, Operation.DESCRIBE)
-        topic = None if refused else await broker.topics.get(t.topic)
+        topic = None if refused else await broker.topics.get(t.topic) or internal_topic(t.topic)
         keys = (
             []
-            if topic is None
+            if topic is None or is_internal(topic.name)
             else [
                 PartitionKey(topic.topic_id, p.partition)
                 for p in t.partitions
@@ -180,14 +188,20 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
                     )
                 )
                 continue
-            info = next(infos)
+            if is_internal(topic.name):  # every epoch ends at the log end, as for any topic
+                coordinator = broker.coordinator
+                end, _ = await coordinator.offsets_topic_offset(p.partition, LATEST_TIMESTAMP)
+                error = ErrorCode.none
+            else:
+                info = next(infos)
+                error, end = info.error, info.high_watermark
             partitions.append(
                 build(
                     m.EpochEndOffset,
                     partition=p.partition,
-                    error_code=info.error,
+                    error_code=error,
                     leader_epoch=LEADER_EPOCH,
-                    end_offset=info.high_watermark,
+                    end_offset=end,
                 )
             )
         topics.append(

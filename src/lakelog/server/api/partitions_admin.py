@@ -22,6 +22,7 @@ from lakelog.server.api.admin import (
 )
 from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.registry import handles
+from lakelog.server.internal_topics import is_internal
 from lakelog.util.errors import ErrorCode
 
 _ZERO = datetime.timedelta(0)
@@ -93,6 +94,12 @@ async def create_partitions(ctx: RequestContext, request: Any) -> Any:
             )
         elif not authz.topic_allowed(ctx, topic.name, Operation.ALTER):
             problem = TopicProblem(ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED)
+        elif is_internal(topic.name):
+            # A group's partition is its id's hash modulo the count: it never changes.
+            problem = TopicProblem(
+                ErrorCode.invalid_partitions,
+                f"The number of partitions of the internal topic {topic.name} cannot be changed.",
+            )
         else:
             problem = _partitions_problem(
                 current.get(topic.name), topic.name, int(topic.count), topic.assignments, settings
@@ -132,6 +139,7 @@ async def delete_records(ctx: RequestContext, request: Any) -> Any:
     m = ctx.schema
     unknown = DeleteRecordsResult(ErrorCode.unknown_topic_or_partition)
     refused = DeleteRecordsResult(ErrorCode.topic_authorization_failed)
+    internal = DeleteRecordsResult(ErrorCode.invalid_topic_exception)  # Kafka's ReplicaManager
     answers: list[list[DeleteRecordsResult | int]] = []
     asks: list[DeleteRecordsRequest] = []
     for topic in request.topics:
@@ -142,6 +150,8 @@ async def delete_records(ctx: RequestContext, request: Any) -> Any:
             # The partition count is checked by the coordinator (the cache may lag).
             if not deletable:
                 row.append(refused)
+            elif is_internal(topic.name):
+                row.append(internal)
             elif info is None or p.partition_index < 0:
                 row.append(unknown)
             else:

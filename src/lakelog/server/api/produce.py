@@ -24,6 +24,7 @@ from lakelog.server.api.context import RequestContext, build
 from lakelog.server.api.raw import NO_RESPONSE
 from lakelog.server.api.registry import handles
 from lakelog.server.cluster.zones import client_zone, count_bytes
+from lakelog.server.internal_topics import internal_topic_by_id, is_internal
 from lakelog.server.txn.wire_errors import FENCING_ERRORS
 from lakelog.util import metrics
 from lakelog.util.errors import ErrorCode
@@ -91,6 +92,7 @@ async def _validate(
         if by_id:
             topic_id = topic_data.topic_id
             topic = await ctx.broker.topics.get_by_id(topic_id) if topic_id else None
+            topic = topic or internal_topic_by_id(topic_id)
             outcome = _TopicOutcome(topic.name if topic else "", topic_id)
             unknown = ErrorCode.unknown_topic_id
         else:
@@ -112,6 +114,11 @@ async def _validate(
                 continue
             if refused:
                 result.error = ErrorCode.topic_authorization_failed
+                continue
+            if is_internal(outcome.name):
+                # Kafka's ReplicaManager: clients never append to an internal topic.
+                result.error = ErrorCode.invalid_topic_exception
+                result.message = f"Cannot append to internal topic {outcome.name}"
                 continue
             if topic is None or config is None:
                 result.error = unknown
