@@ -43,26 +43,53 @@ from clients import common_conf, create_topic
 from common import BenchError, log
 from pg_server import PgServer, available
 
-HISTOGRAM = "lakelog_request_latency_seconds_bucket"
-API = 'api="offset_commit"'
+REQUEST = ("lakelog_request_latency_seconds", 'api="offset_commit"')
+WRITE = ("lakelog_coordinator_latency_seconds", 'method="commit_offset_batch"')
+BATCH = ("lakelog_offset_commit_batch_requests", "")
 
 
-def buckets(broker: Broker) -> dict[float, float]:
-    """The OffsetCommit latency histogram: {upper bound: cumulative count}."""
+def buckets(broker: Broker, which: tuple[str, str] = REQUEST) -> dict[float, float]:
+    """A histogram on the broker's /metrics: {upper bound: cumulative count}, and under
+    key -1 its sum."""
     url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as resp:
         text = resp.read().decode()
+    name, label = which
     out: dict[float, float] = {}
     for line in text.splitlines():
-        if line.startswith(HISTOGRAM + "{") and API in line:
+        if label not in line:
+            continue
+        if line.startswith(name + "_bucket{"):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             out[float(le)] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith(name + "_sum"):
+            out[-1.0] = float(line.rsplit(" ", 1)[1])
     return out
+
+
+class Snapshot:
+    """The three histograms at one moment: requests, batch writes, batch sizes."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.request = buckets(broker, REQUEST)
+        self.write = buckets(broker, WRITE)
+        self.batch = buckets(broker, BATCH)
+
+    def since(self, before: Snapshot) -> dict[str, Any]:
+        out = quantiles(before.request, self.request)
+        write = quantiles(before.write, self.write)
+        out["writes"] = write["requests"]
+        out["write_p50_ms"] = write["p50_ms"]
+        out["write_p99_ms"] = write["p99_ms"]
+        batches = self.batch.get(float("inf"), 0) - before.batch.get(float("inf"), 0)
+        summed = self.batch.get(-1.0, 0) - before.batch.get(-1.0, 0)
+        out["requests_per_write"] = round(summed / batches, 1) if batches else None
+        return out
 
 
 def quantiles(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
     """p50/p99 (ms) of the requests between two snapshots, histogram_quantile style."""
-    bounds = sorted(after)
+    bounds = sorted(b for b in after if b >= 0)
     counts = [after[b] - before.get(b, 0.0) for b in bounds]
     total = counts[-1] if counts else 0.0
     out: dict[str, Any] = {"requests": int(total)}
@@ -127,7 +154,7 @@ def per_message(broker: Broker, records: int) -> dict[str, Any]:
         }
     )
     consumer.subscribe([topic])
-    before = buckets(broker)
+    before = Snapshot(broker)
     consumed = 0
     first = 0.0
     deadline = time.monotonic() + 300
@@ -147,14 +174,14 @@ def per_message(broker: Broker, records: int) -> dict[str, Any]:
         consumer.close()
     if consumed < records:
         raise BenchError(f"consumed {consumed} of {records} records")
-    after = buckets(broker)
+    after = Snapshot(broker)
     return {
         "records": records,
         "consume_s": round(consumed_at - first, 2),
         "commits_acked": acked,
         "commits_failed": failed,
         "commits_per_s": round(acked / (last_ack - first)) if last_ack > first else None,
-        **quantiles(before, after),
+        **after.since(before),
     }
 
 
@@ -233,12 +260,12 @@ def groups(
                 raise BenchError(f"groups not assigned in 90 s: {assigned}")
             time.sleep(0.2)
         time.sleep(2)  # settle: every group stable and committing
-        before = buckets(broker)
+        before = Snapshot(broker)
         offsets_before = broker.counter("lakelog_offset_commits_total")
         measuring.set()
         start = time.perf_counter()
         time.sleep(seconds)
-        after = buckets(broker)
+        after = Snapshot(broker)
         elapsed = time.perf_counter() - start
         offsets_after = broker.counter("lakelog_offset_commits_total")
         measuring.clear()
@@ -246,7 +273,7 @@ def groups(
         stop.set()
         for t in threads:
             t.join(30)
-    figures = quantiles(before, after)
+    figures = after.since(before)
     return {
         "consumers": consumers,
         "groups": group_count,
@@ -319,8 +346,9 @@ def run_engine(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def table(results: list[dict[str, Any]]) -> str:
     rows = [
-        "| engine | phase | commits/s | OffsetCommit p50 ms | p99 ms (bucket) | requests |",
-        "|---|---|---|---|---|---|",
+        "| engine | phase | commits/s | OffsetCommit p50 ms | p99 ms (bucket) | requests"
+        " | writes | commits/write | write p50 / p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         for phase in ("per_message", "groups"):
@@ -329,7 +357,9 @@ def table(results: list[dict[str, Any]]) -> str:
                 continue
             rows.append(
                 f"| {r['engine']} | {phase} | {f['commits_per_s']} | {f['p50_ms']}"
-                f" | {f['p99_ms']} ({f.get('p99_bucket_ms')}) | {f['requests']} |"
+                f" | {f['p99_ms']} ({f.get('p99_bucket_ms')}) | {f['requests']}"
+                f" | {f['writes']} | {f['requests_per_write']}"
+                f" | {f['write_p50_ms']} / {f['write_p99_ms']} |"
             )
     return "\n".join(rows)
 

@@ -230,6 +230,11 @@ class Settings(BaseSettings):
     """Requests of one connection in progress at once (pipelined); reading waits for room."""
     max_inflight_bytes_per_connection: int = 64 * MiB
     """Bytes of requests of one connection in progress at once; reading waits for room."""
+    max_inflight_offset_commits_per_connection: int = 64
+    """OffsetCommit and TxnOffsetCommit requests of one connection in progress at once;
+    reading waits for room. Commits are written in batches, so a client that commits every
+    record still fills a batch, and the rest wait in its socket (Kafka reads one request of
+    a connection at a time) rather than in the broker's queue."""
 
     # listener security (off by default; see lakelog.security.listener)
     listener_security_protocol: str = "PLAINTEXT"
@@ -555,7 +560,9 @@ class Settings(BaseSettings):
             raise ValueError("between 100 and 60000 ms")
         return value
 
-    @field_validator("offset_commit_batch_max_offsets")
+    @field_validator(
+        "offset_commit_batch_max_offsets", "max_inflight_offset_commits_per_connection"
+    )
     @classmethod
     def _offset_batch(cls, value: int) -> int:
         if value < 1:
