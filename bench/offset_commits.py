@@ -316,7 +316,7 @@ def run_engine(name: str, args: argparse.Namespace) -> dict[str, Any]:
             os.environ.update(env)
             os.environ["LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS"] = "300"
             try:
-                for phase in ("per_message", "groups"):
+                for phase in args.phases.split(","):
                     broker = Broker(root, name=f"{name}-{phase}", data_dir=root / phase,
                                     metrics=True)  # fmt: skip
                     broker.start()
@@ -373,6 +373,7 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=2000, help="records/s in the groups phase")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--engines", default="sqlite,postgres")
+    ap.add_argument("--phases", default="per_message,groups")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     results: list[dict[str, Any]] = []

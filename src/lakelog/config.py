@@ -230,7 +230,7 @@ class Settings(BaseSettings):
     """Requests of one connection in progress at once (pipelined); reading waits for room."""
     max_inflight_bytes_per_connection: int = 64 * MiB
     """Bytes of requests of one connection in progress at once; reading waits for room."""
-    max_inflight_offset_commits_per_connection: int = 64
+    max_inflight_offset_commits_per_connection: int = 32
     """OffsetCommit and TxnOffsetCommit requests of one connection in progress at once;
     reading waits for room. Commits are written in batches, so a client that commits every
     record still fills a batch, and the rest wait in its socket (Kafka reads one request of

@@ -70,7 +70,7 @@ class Server:
         max_inflight: int,
         max_connections: int,
         max_inflight_bytes: int = 64 * 1024 * 1024,
-        max_inflight_commits: int = 64,
+        max_inflight_commits: int = 32,
         max_connections_per_ip: int = 2**31 - 1,
         max_connections_per_ip_overrides: dict[str, int] | None = None,
         connections_max_idle_ms: int = 600_000,
