@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SERVE_STAMP := $(VENV)/.installed-serve
 
-.PHONY: serve test docs bench bench-cluster faults fuzz lint venv clean
+.PHONY: serve test docs bench bench-cluster faults fuzz offset-kills lint venv clean
 
 venv: $(STAMP)
 
@@ -45,10 +45,17 @@ faults: venv
 fuzz: venv
 	$(BIN)/python scripts/fuzz.py
 
+# The long offset-commit kill run (issue 36): 25 rounds of killing a per-record committer,
+# then the broker, on SQLite and on PostgreSQL (`make test` runs 2 rounds of each).
+offset-kills: venv
+	LAKELOG_OFFSET_KILL_ROUNDS=25 bash scripts/run-tests.sh tests/chaos/test_offset_commit_kills.py
+	LAKELOG_OFFSET_KILL_ROUNDS=25 LAKELOG_TEST_BACKEND=scaleout bash scripts/run-tests.sh tests/chaos/test_offset_commit_kills.py
+
 bench: venv
 	$(BIN)/python bench/produce_consume.py
 	$(BIN)/python bench/put_fsync.py
 	$(BIN)/python bench/compaction_cpu.py
+	$(BIN)/python bench/offset_commits.py
 
 bench-cluster: venv
 	$(BIN)/python bench/two_brokers.py

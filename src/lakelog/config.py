@@ -230,6 +230,11 @@ class Settings(BaseSettings):
     """Requests of one connection in progress at once (pipelined); reading waits for room."""
     max_inflight_bytes_per_connection: int = 64 * MiB
     """Bytes of requests of one connection in progress at once; reading waits for room."""
+    max_inflight_offset_commits_per_connection: int = 32
+    """OffsetCommit and TxnOffsetCommit requests of one connection in progress at once;
+    reading waits for room. Commits are written in batches, so a client that commits every
+    record still fills a batch, and the rest wait in its socket (Kafka reads one request of
+    a connection at a time) rather than in the broker's queue."""
 
     # listener security (off by default; see lakelog.security.listener)
     listener_security_protocol: str = "PLAINTEXT"
@@ -327,6 +332,11 @@ class Settings(BaseSettings):
     """offsets.retention.check.interval.ms: how often expired offsets are deleted."""
     offset_metadata_max_bytes: int = 4096
     """offset.metadata.max.bytes: the longest metadata string an offset commit may carry."""
+    offset_commit_batch_max_offsets: int = 2000
+    """Offset commits (OffsetCommit, TxnOffsetCommit) that arrive while the previous ones
+    are being written are written together in one coordinator transaction, up to this many
+    partition offsets (a larger request goes alone). At most four times as many wait; a
+    commit beyond that waits for room."""
     group_lag_interval_ms: int = 10_000
     """How often each broker updates the consumer lag of the groups it coordinates (metrics)."""
     group_consumer_session_timeout_ms: int = 45_000
@@ -575,6 +585,15 @@ class Settings(BaseSettings):
     def _pool_timeout(cls, value: int) -> int:
         if not 100 <= value <= 60_000:
             raise ValueError("between 100 and 60000 ms")
+        return value
+
+    @field_validator(
+        "offset_commit_batch_max_offsets", "max_inflight_offset_commits_per_connection"
+    )
+    @classmethod
+    def _offset_batch(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("1 or more")
         return value
 
     @field_validator("broker_id")

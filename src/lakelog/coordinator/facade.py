@@ -16,6 +16,7 @@ from lakelog.coordinator.engine import Op
 from lakelog.coordinator.group_types import (
     CommittedOffset,
     ConsumerGroupRecord,
+    GroupOffsetCommit,
     GroupRecord,
     OffsetCommit,
     OffsetsTopicRead,
@@ -58,6 +59,7 @@ from lakelog.coordinator.ops import (
     mirror_failover,
     mirror_partitions,
     offsets_topic,
+    offset_commits,
     pipeline_runs,
     produce,
     read,
@@ -176,6 +178,13 @@ class SqlBatchCoordinator(BatchCoordinator):
         self, group_id: str, offsets: Sequence[OffsetCommit], now_ms: int
     ) -> None:
         await self._run("commit_offsets", True, groups.commit_offsets, group_id, offsets, now_ms)
+
+    async def commit_offset_batch(
+        self, items: Sequence[GroupOffsetCommit | TxnOffsetCommitRequest], now_ms: int
+    ) -> list[list[ErrorCode]]:
+        return await self._run(
+            "commit_offset_batch", True, offset_commits.commit_offset_batch, items, now_ms
+        )
 
     async def fetch_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]] | None

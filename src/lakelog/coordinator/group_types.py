@@ -17,6 +17,15 @@ class OffsetCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupOffsetCommit:
+    """One OffsetCommit request's accepted offsets, as a member of a batch of commits
+    written in one transaction (`commit_offset_batch`)."""
+
+    group_id: str
+    offsets: Sequence[OffsetCommit]
+
+
+@dataclass(frozen=True, slots=True)
 class CommittedOffset:
     topic: str
     partition: int

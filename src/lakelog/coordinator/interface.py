@@ -210,6 +210,16 @@ class BatchCoordinator(abc.ABC):
         and generation checks belong to the group coordinator, not here."""
 
     @abc.abstractmethod
+    async def commit_offset_batch(
+        self,
+        items: Sequence[group_types.GroupOffsetCommit | TxnOffsetCommitRequest],
+        now_ms: int,
+    ) -> list[list[ErrorCode]]:
+        """Several OffsetCommit and TxnOffsetCommit requests in one transaction, in arrival
+        order: each is checked and answered as if it ran alone (an error per offset), and a
+        partition committed twice keeps the later offset."""
+
+    @abc.abstractmethod
     async def fetch_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]] | None
     ) -> list[group_types.CommittedOffset]:

@@ -11,10 +11,11 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from lakelog.coordinator.group_types import CommittedOffset, GroupRecord, OffsetCommit
+from lakelog.coordinator.group_types import CommittedOffset, GroupRecord
 from lakelog.coordinator.topic_types import BrokerInfo
 from lakelog.groups.consumer_groups import ConsumerGroups, ConsumerGroupsHost
 from lakelog.groups.group import Group, GroupConfig, GroupState
+from lakelog.groups.offset_commits import OffsetCommitQueue
 from lakelog.server.cluster.outage import log_failure
 from lakelog.util import metrics
 from lakelog.util.errors import ErrorCode
@@ -73,6 +74,10 @@ class GroupCoordinator:
         self._rebalances_counted: dict[str, int] = {}
         self.consumer = ConsumerGroups(broker, self)
         """KIP-848 groups (group.protocol=consumer); a group id is one kind or the other."""
+        self.offset_commits = OffsetCommitQueue(
+            broker.coordinator, settings.offset_commit_batch_max_offsets
+        )
+        """OffsetCommit and TxnOffsetCommit, written together while a write is in flight."""
 
     # ------------------------------------------------------------------ placement
     async def owns(self, key: str) -> bool:
@@ -185,10 +190,6 @@ class GroupCoordinator:
         return [merged[k] for k in sorted(merged)]
 
     # ------------------------------------------------------------------ offsets
-    async def commit_offsets(self, group_id: str, offsets: Sequence[OffsetCommit]) -> None:
-        await self._broker.coordinator.commit_offsets(group_id, offsets, int(time.time() * 1000))
-        metrics.offset_commits_total.inc(len(offsets))
-
     async def fetch_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]] | None
     ) -> list[CommittedOffset]:
@@ -208,6 +209,7 @@ class GroupCoordinator:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.offset_commits.flush()
         for group in list(self._groups.values()):
             if group.dirty:
                 with contextlib.suppress(Exception):

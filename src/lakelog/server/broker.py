@@ -119,6 +119,7 @@ class Broker:
             max_request_bytes=settings.socket_request_max_bytes,
             max_inflight=settings.max_inflight_requests_per_connection,
             max_inflight_bytes=settings.max_inflight_bytes_per_connection,
+            max_inflight_commits=settings.max_inflight_offset_commits_per_connection,
             max_connections=settings.max_connections,
             max_connections_per_ip=settings.max_connections_per_ip,
             max_connections_per_ip_overrides=settings.connections_per_ip_overrides,

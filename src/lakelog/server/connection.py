@@ -43,6 +43,12 @@ Buffers = Sequence[bytes | bytearray | memoryview]
 FIRST_CHUNK = 64 * 1024
 """A frame's buffer starts at this size (or the frame's, if smaller) and doubles as its
 bytes arrive: memory follows what the client sent, not what its header announced."""
+OFFSET_COMMITS = frozenset((8, 28))
+"""OffsetCommit and TxnOffsetCommit: written in batches (`groups.offset_commits`). A client
+committing every record pipelines thousands; Kafka reads a connection's next request only
+once it answered one, so they wait in the socket. Here a connection may have
+`max_inflight_offset_commits` in the broker at once, enough for a batch: more would only
+wait in the broker's queue instead of the socket, for the same throughput."""
 RETIRED_LINGER_S = 5.0
 """How long a retired connection waits for its client to close after our FIN: closing at
 once with unread bytes makes the kernel send a reset, which can destroy answers the
@@ -107,9 +113,13 @@ class Connection(asyncio.BufferedProtocol):
         self._wanted = 0
         """A growth waiting for the budget (0: not waiting)."""
         self._waited_since = 0.0
-        self._pending: deque[tuple[asyncio.Future[Buffers | None], int]] = deque()
-        self._unstarted: deque[tuple[Coroutine[Any, Any, Buffers | None], int]] = deque()
-        """Requests read but not yet started: `_pump` starts them one loop turn apart."""
+        self._pending: deque[tuple[asyncio.Future[Buffers | None], int, bool]] = deque()
+        self._unstarted: deque[tuple[Coroutine[Any, Any, Buffers | None], int, bool]] = deque()
+        """Requests read but not yet started: `_pump` starts them one loop turn apart. The
+        flag of each entry (here and in `_pending`): an offset commit (see `_commits`)."""
+        self._commits = 0
+        """Offset commits read and not yet answered: reading waits while a whole batch's
+        worth is in the broker (`max_inflight_offset_commits`)."""
         self._pumping = False
         self._pending_bytes = 0
         self._wakeup = asyncio.Event()
@@ -173,11 +183,11 @@ class Connection(asyncio.BufferedProtocol):
         # cancelled before it starts never passes its turn to the next).
         loop = asyncio.get_running_loop()
         while self._unstarted:
-            work, size = self._unstarted.popleft()
+            work, size, commit = self._unstarted.popleft()
             task = loop.create_task(work)
             self._server.track(task)
-            self._pending.append((task, size))
-        for task, _ in self._pending:
+            self._pending.append((task, size, commit))
+        for task, _, _ in self._pending:
             loop.call_soon(task.cancel)
         self._server.connections.discard(self)
         self._server.release(self._ip)
@@ -285,7 +295,9 @@ class Connection(asyncio.BufferedProtocol):
         work = self._server.dispatch(
             memoryview(frame), self._peer, self._next_turn(), self.principal
         )
-        self._unstarted.append((work, len(frame)))
+        commit = api_key_of(memoryview(frame)) in OFFSET_COMMITS
+        self._commits += commit
+        self._unstarted.append((work, len(frame), commit))
         self._pending_bytes += len(frame)
         if not self._pumping:
             self._pumping = True
@@ -304,11 +316,11 @@ class Connection(asyncio.BufferedProtocol):
         if self._closing or not self._unstarted:
             self._pumping = False
             return
-        work, size = self._unstarted.popleft()
+        work, size, commit = self._unstarted.popleft()
         loop = asyncio.get_running_loop()
         task = loop.create_task(work)
         self._server.track(task)
-        self._pending.append((task, size))
+        self._pending.append((task, size, commit))
         self._wakeup.set()
         if self._unstarted:
             loop.call_soon(self._pump)  # after the task's first step, in the loop's order
@@ -338,7 +350,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._transport.pause_reading()
                 self._paused = True
             work = self._sasl_answer(sasl, frame)
-        self._unstarted.append((work, len(frame)))
+        self._unstarted.append((work, len(frame), False))
         self._pending_bytes += len(frame)
         if not self._pumping:
             self._pumping = True
@@ -371,6 +383,7 @@ class Connection(asyncio.BufferedProtocol):
             and not self._retiring
             and len(self._pending) + len(self._unstarted) <= self._server.max_inflight // 2
             and self._pending_bytes <= self._server.max_inflight_bytes // 2
+            and self._commits <= self._server.max_inflight_commits // 2
         ):
             self._paused = False
             transport.resume_reading()
@@ -379,13 +392,14 @@ class Connection(asyncio.BufferedProtocol):
         if not self._paused and (
             len(self._pending) + len(self._unstarted) >= self._server.max_inflight
             or self._pending_bytes >= self._server.max_inflight_bytes
+            or self._commits >= self._server.max_inflight_commits
         ):
             self._transport.pause_reading()  # type: ignore[union-attr]
             self._paused = True
 
     def _drop_unstarted(self) -> None:
         while self._unstarted:
-            work, _ = self._unstarted.popleft()
+            work, _, _ = self._unstarted.popleft()
             work.close()
 
     def eof_received(self) -> bool | None:
@@ -404,7 +418,7 @@ class Connection(asyncio.BufferedProtocol):
                     return
                 self._wakeup.clear()
                 await self._wakeup.wait()
-            task, size = self._pending[0]
+            task, size, commit = self._pending[0]
             try:
                 parts = await task
             except asyncio.CancelledError:
@@ -422,6 +436,7 @@ class Connection(asyncio.BufferedProtocol):
             finally:
                 self._pending.popleft()
                 self._pending_bytes -= size
+                self._commits -= commit
             self._resume_if_room()
             if parts is None or self._closing:
                 continue
@@ -500,7 +515,7 @@ class Connection(asyncio.BufferedProtocol):
         """Close the connection; `abort` drops what is not yet sent (a client that stopped
         reading would otherwise hold the transport open)."""
         self._closing = True
-        for task, _ in self._pending:
+        for task, _, _ in self._pending:
             task.cancel()
         self._drop_unstarted()
         self._wakeup.set()
@@ -534,7 +549,7 @@ class Connection(asyncio.BufferedProtocol):
                 )
             return None
         if now - max(self._started, self._answered) >= server.idle_timeout_s:
-            if self._unstarted or any(not task.done() for task, _ in self._pending):
+            if self._unstarted or any(not task.done() for task, _, _ in self._pending):
                 return None
             # Normal for clients that went quiet (Kafka closes them too, quietly).
             return logging.INFO, (

@@ -70,6 +70,7 @@ class Server:
         max_inflight: int,
         max_connections: int,
         max_inflight_bytes: int = 64 * 1024 * 1024,
+        max_inflight_commits: int = 32,
         max_connections_per_ip: int = 2**31 - 1,
         max_connections_per_ip_overrides: dict[str, int] | None = None,
         connections_max_idle_ms: int = 600_000,
@@ -90,6 +91,7 @@ class Server:
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
+        self.max_inflight_commits = max_inflight_commits
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         self.max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides or {})

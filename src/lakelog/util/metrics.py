@@ -15,6 +15,8 @@ _LATENCY_BUCKETS = (
     0.0025,
     0.005,
     0.01,
+    0.015,
+    0.02,
     0.025,
     0.05,
     0.1,
@@ -171,6 +173,12 @@ group_rebalances_total = Counter(
 )
 offset_commits_total = Counter(
     "lakelog_offset_commits", "Committed partition offsets", registry=REGISTRY
+)
+offset_commit_batch_requests = Histogram(
+    "lakelog_offset_commit_batch_requests",
+    "OffsetCommit and TxnOffsetCommit requests written in one coordinator transaction",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+    registry=REGISTRY,
 )
 group_lag = Gauge(
     "lakelog_group_lag",

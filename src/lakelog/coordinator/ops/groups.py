@@ -44,28 +44,54 @@ _KEY_COLUMNS = (("t", "text"), ("p", "int"))
 async def commit_offsets(
     s: Session, group_id: str, offsets: Sequence[OffsetCommit], now_ms: int
 ) -> None:
-    # Sorted (stably: a repeated partition's last value still wins), so two commits of
-    # one group lock its rows in the same order and never deadlock.
-    ordered = sorted(offsets, key=lambda o: (o.topic, o.partition))
-    await s.executemany(
-        f"INSERT INTO group_offsets (group_id, {_OFFSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    await write_offsets(s, [(group_id, o) for o in offsets], now_ms)
+
+
+_WRITTEN_OFFSETS = (
+    ("g", "text"),
+    ("t", "text"),
+    ("p", "int"),
+    ("o", "bigint"),
+    ("e", "int"),
+    ("m", "text"),
+)
+
+
+async def write_offsets(
+    s: Session, offsets: Sequence[tuple[str, OffsetCommit]], now_ms: int
+) -> None:
+    """Store (replace) committed offsets of any number of groups in one statement. A
+    partition given twice keeps its later offset, as in Kafka (one statement may not
+    update a row twice); rows are written in (group, topic, partition) order, so two
+    writers lock shared rows in the same order and never deadlock."""
+    latest: dict[tuple[str, str, int], OffsetCommit] = {}
+    for group_id, o in offsets:
+        latest[(group_id, o.topic, o.partition)] = o
+    if not latest:
+        return
+    rows = [
+        (group_id, topic, partition, o.offset, o.leader_epoch, o.metadata)
+        for (group_id, topic, partition), o in sorted(latest.items(), key=lambda kv: kv[0])
+    ]
+    keys, params = s.dialect.keyset("k", _WRITTEN_OFFSETS, rows)
+    # WHERE true: SQLite needs it to parse ON CONFLICT after INSERT ... SELECT.
+    await s.execute(
+        f"INSERT INTO group_offsets (group_id, {_OFFSET_COLUMNS})"
+        f" SELECT k.g, k.t, k.p, k.o, k.e, k.m, ? FROM {keys} WHERE true"
         " ON CONFLICT (group_id, topic, partition) DO UPDATE SET"
         " committed_offset = excluded.committed_offset, leader_epoch = excluded.leader_epoch,"
         " metadata = excluded.metadata, commit_time = excluded.commit_time",
-        [
-            (group_id, o.topic, o.partition, o.offset, o.leader_epoch, o.metadata, now_ms)
-            for o in ordered
-        ],
+        [now_ms, *params],
     )
     # The records in the order sent: a repeated partition's last commit is the last record.
-    await offsets_topic.append(
-        s,
-        offset_commit_records(
-            group_id,
-            [(o.topic, o.partition, o.offset, o.leader_epoch, o.metadata) for o in offsets],
-            now_ms,
-        ),
-    )
+    records = [
+        record
+        for group_id, o in offsets
+        for record in offset_commit_records(
+            group_id, [(o.topic, o.partition, o.offset, o.leader_epoch, o.metadata)], now_ms
+        )
+    ]
+    await offsets_topic.append(s, records)
 
 
 async def fetch_offsets(

@@ -224,26 +224,46 @@ async def txn_offset_commit(
             error = ErrorCode.invalid_txn_state
     if error != ErrorCode.none:
         return [error] * len(request.offsets)
-    await s.executemany(
+    await stage_txn_offsets(
+        s, [(request.txn.transactional_id, request.group_id, o) for o in request.offsets]
+    )
+    return [ErrorCode.none] * len(request.offsets)
+
+
+_STAGED_OFFSETS = (
+    ("x", "text"),
+    ("g", "text"),
+    ("t", "text"),
+    ("p", "int"),
+    ("o", "bigint"),
+    ("e", "int"),
+    ("m", "text"),
+)
+
+
+async def stage_txn_offsets(s: Session, offsets: Sequence[tuple[str, str, OffsetCommit]]) -> None:
+    """Stage (replace) offsets of (transactional id, group) pairs in one statement: a
+    partition given twice keeps its later offset; rows in key order (see
+    `groups.write_offsets`)."""
+    latest: dict[tuple[str, str, str, int], OffsetCommit] = {}
+    for tid, group_id, o in offsets:
+        latest[(tid, group_id, o.topic, o.partition)] = o
+    if not latest:
+        return
+    rows = [
+        (*key, o.offset, o.leader_epoch, o.metadata)
+        for key, o in sorted(latest.items(), key=lambda kv: kv[0])
+    ]
+    keys, params = s.dialect.keyset("k", _STAGED_OFFSETS, rows)
+    await s.execute(
         "INSERT INTO txn_offsets (transactional_id, group_id, topic, partition,"
-        " committed_offset, leader_epoch, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " committed_offset, leader_epoch, metadata)"
+        f" SELECT k.x, k.g, k.t, k.p, k.o, k.e, k.m FROM {keys} WHERE true"
         " ON CONFLICT (transactional_id, group_id, topic, partition) DO UPDATE SET"
         " committed_offset = excluded.committed_offset, leader_epoch = excluded.leader_epoch,"
         " metadata = excluded.metadata",
-        [
-            (
-                request.txn.transactional_id,
-                request.group_id,
-                o.topic,
-                o.partition,
-                o.offset,
-                o.leader_epoch,
-                o.metadata,
-            )
-            for o in request.offsets
-        ],
+        params,
     )
-    return [ErrorCode.none] * len(request.offsets)
 
 
 # ---------------------------------------------------------------- ending

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from lakelog.coordinator.group_types import OffsetCommit
+from lakelog.coordinator.group_types import GroupOffsetCommit, OffsetCommit
 from lakelog.groups.subscription import subscribed_topics
 from lakelog.security.acl import Operation
 from lakelog.server.api import authz
@@ -91,7 +92,14 @@ async def offset_commit(ctx: RequestContext, request: Any) -> Any:
             )
         topics.append(build(m.OffsetCommitResponseTopic, name=t.name, partitions=tuple(partitions)))
     if commits:
-        await broker.groups.commit_offsets(request.group_id, commits)
+        # Written with the other commits that queue meanwhile (groups.offset_commits). Once
+        # queued its place is fixed: the connection's next request may go on; the answer
+        # waits until the write is durable.
+        written = await broker.groups.offset_commits.submit(
+            GroupOffsetCommit(request.group_id, commits)
+        )
+        ctx.pass_turn()
+        await asyncio.shield(written)
     return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 

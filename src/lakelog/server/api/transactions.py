@@ -9,6 +9,7 @@ checks the consumer's generation against the live group.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 from typing import Any
@@ -280,9 +281,12 @@ async def _stage_offsets(
     if not commits:
         return
     txn = TxnRef(request.transactional_id, int(request.producer_id), int(request.producer_epoch))
-    answers = await broker.coordinator.txn_offset_commit(
-        TxnOffsetCommitRequest(txn, request.group_id, commits), _now_ms()
+    # Queued with other offset commits (groups.offset_commits): order fixed once queued.
+    written = await broker.groups.offset_commits.submit(
+        TxnOffsetCommitRequest(txn, request.group_id, commits)
     )
+    ctx.pass_turn()
+    answers = await asyncio.shield(written)
     for (ti, pi), error in zip(slots, answers, strict=True):
         codes[ti][pi] = error
 
