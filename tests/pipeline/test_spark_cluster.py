@@ -72,12 +72,14 @@ def run_pipeline(
     )
 
 
-def figures(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def figures(done: subprocess.CompletedProcess[str], spark: bool = True) -> dict[str, Any]:
+    """The job's figures; with `spark`, the job must have run Spark (retention is
+    coordinator work only, gc starts Spark only when there is something to delete)."""
     assert done.returncode == 0, "\n".join(
         line for line in done.stderr.splitlines() if not line.startswith("\tat ")
     )[-6000:]
     report = json.loads(done.stdout)
-    assert report["spark_started"], report
+    assert report["spark_started"] or not spark, report
     return dict(report["figures"])
 
 
@@ -125,23 +127,25 @@ def test_every_job_and_the_source_run_on_the_cluster(
     create_topic(broker.bootstrap, "aged", 2, {"retention.ms": "60000"})
     produce(broker.bootstrap, "aged", make_records(40, 2, now_ms() - 3_600_000, "old"))
 
-    merged = figures(run_pipeline(broker, cluster, "merge", "--min-age-ms", "0"))
-    assert count(merged["objects written"]) >= 1
-    assert consume(broker.bootstrap, "events", 2, len(produced)) == produced
-
+    # Compaction first: merge joins a partition's rows into one, and the last row is
+    # never compacted.
     compacted = figures(run_pipeline(broker, cluster, "compact", "changelog"))
     assert count(compacted["partitions"]) == 1
     left = consume(broker.bootstrap, "changelog", 1, len(latest))
     assert {r.key: r.value for r in left} == latest and len(left) == len(latest)
 
-    kept = figures(run_pipeline(broker, cluster, "retention"))
+    merged = figures(run_pipeline(broker, cluster, "merge", "--min-age-ms", "0"))
+    assert count(merged["objects written"]) >= 1
+    assert consume(broker.bootstrap, "events", 2, len(produced)) == produced
+
+    kept = figures(run_pipeline(broker, cluster, "retention"), spark=False)
     assert count(kept["batches dropped"]) >= 1
 
     out = tmp_path / "export"
     exported = figures(run_pipeline(broker, cluster, "export", "events", "--output", str(out)))
     assert count(exported["records exported"]) == len(produced)
 
-    figures(run_pipeline(broker, cluster, "gc"))
+    figures(run_pipeline(broker, cluster, "gc"), spark=False)
 
     assert read_with_the_source(broker, cluster, "events") == [
         (r.partition, r.offset, r.value) for r in produced
