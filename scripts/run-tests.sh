@@ -168,18 +168,22 @@ $BIN/python scripts/check_imports.py
 # average), so the two passes side by side take about as long as the longer one. Each has
 # its own temp dir; the scale-out pass prints when the embedded one is done.
 mkdir -p "$workdir/embedded" "$workdir/scaleout"
+# The Spark standalone-cluster tests (PostgreSQL + S3 whatever the pass) ride with the
+# shorter scale-out pass, so the two passes stay about as long as each other.
 LAKELOG_TEST_BACKEND=scaleout $BIN/python -m pytest -q -p no:cacheprovider --durations=30 \
-  --basetemp="$workdir/scaleout" tests/e2e tests/chaos >"$workdir/scaleout.log" 2>&1 &
+  --basetemp="$workdir/scaleout" tests/e2e tests/chaos tests/pipeline/test_spark_cluster.py \
+  >"$workdir/scaleout.log" 2>&1 &
 scaleout_pid=$!
 pytests+=("$scaleout_pid")
-$BIN/python -m pytest -q -p no:cacheprovider --durations=30 --basetemp="$workdir/embedded" &
+$BIN/python -m pytest -q -p no:cacheprovider --durations=30 --basetemp="$workdir/embedded" \
+  --ignore=tests/pipeline/test_spark_cluster.py &
 embedded_pid=$!
 pytests+=("$embedded_pid")
 embedded_rc=0
 wait "$embedded_pid" || embedded_rc=$?
 scaleout_rc=0
 wait "$scaleout_pid" || scaleout_rc=$?
-echo "== end-to-end suites again on PostgreSQL + S3 (moto), run alongside =="
+echo "== end-to-end suites again on PostgreSQL + S3 (moto), and the Spark cluster tests, run alongside =="
 cat "$workdir/scaleout.log"
 echo "== embedded pass: exit $embedded_rc; PostgreSQL + S3 pass: exit $scaleout_rc =="
 [ "$embedded_rc" = 0 ] && [ "$scaleout_rc" = 0 ]

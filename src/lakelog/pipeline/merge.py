@@ -51,11 +51,14 @@ TASK_BYTES = 128 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class SegmentOutcome:
-    """What one executor wrote for one plan: the commit to make, and rows left out because
-    their bytes did not match their coordinates (left where they are)."""
+    """What one executor wrote for one plan: the commit to make, rows left out because
+    their bytes did not match their coordinates (left where they are), and whether a source
+    object was gone (retention or DeleteRecords dropped its batches and the cleaner deleted
+    it after the plan was made: the plan is dropped, nothing of it moves)."""
 
     commit: MergeCommit | None
     corrupt: int
+    source_gone: bool = False
 
 
 def run_merge(ctx: JobContext) -> JobSummary:
@@ -82,10 +85,11 @@ def run_merge(ctx: JobContext) -> JobSummary:
     groups = group_plans(plans, ctx.spark.sparkContext.defaultParallelism)
     ctx.progress.stage("writing segments", total=len(groups))
     work = functools.partial(write_groups, ctx.storage_url, policy.row_max_bytes)
-    skipped = corrupt = rows_in = rows_out = 0
+    skipped = corrupt = gone = rows_in = rows_out = 0
     for wave_outcomes in run_in_waves(ctx, groups, work):
         wave = [o for group in wave_outcomes for o in group]
         corrupt += sum(o.corrupt for o in wave)
+        gone += sum(o.source_gone for o in wave)
         commits = [o.commit for o in wave if o.commit is not None]
         results = ctx.run(ctx.coordinator.commit_merge(commits))
         for commit, result in zip(commits, results, strict=True):
@@ -101,6 +105,7 @@ def run_merge(ctx: JobContext) -> JobSummary:
     summary.details["rows after"] = rows_out
     summary.details["moves skipped (rows changed meanwhile)"] = skipped
     summary.details["rows left (bytes disagree with coordinates)"] = corrupt
+    summary.details["segments dropped (a source object was deleted meanwhile)"] = gone
     return summary.finish()
 
 
@@ -150,17 +155,29 @@ def write_groups(
     async def write_all() -> list[list[SegmentOutcome]]:
         out = []
         for plans in groups:
-            rows = [row for plan in plans for row in plan.batches]
-            views = await read_ranges(
-                storage, [ByteRange(r.object_key, r.byte_offset, r.byte_size) for r in rows]
-            )
-            data = iter(views)
-            outcomes = []
-            for plan in plans:
-                checked = [(row, _checked(row, next(data))) for row in plan.batches]
-                outcomes.append(await write_segment(storage, plan, checked, row_max_bytes))
+            try:
+                outcomes = await write_plans(plans)
+            except FileNotFoundError:  # one plan at a time, so only the gone ones drop
+                outcomes = []
+                for plan in plans:
+                    try:
+                        outcomes += await write_plans([plan])
+                    except FileNotFoundError:
+                        outcomes.append(SegmentOutcome(None, 0, source_gone=True))
             out.append(outcomes)
         return out
+
+    async def write_plans(plans: list[SegmentPlan]) -> list[SegmentOutcome]:
+        rows = [row for plan in plans for row in plan.batches]
+        views = await read_ranges(
+            storage, [ByteRange(r.object_key, r.byte_offset, r.byte_size) for r in rows]
+        )
+        data = iter(views)
+        outcomes = []
+        for plan in plans:
+            checked = [(row, _checked(row, next(data))) for row in plan.batches]
+            outcomes.append(await write_segment(storage, plan, checked, row_max_bytes))
+        return outcomes
 
     return run_async(write_all())
 
