@@ -3,9 +3,9 @@
 Executors are plain Python processes: each task opens the store from its URL and runs one
 event loop for its work. Batches may live in inline files (issue 32), whose bytes the
 coordinator holds: a task's storage opens the coordinator itself, on its first read of an
-inline key (most tasks never read one), and `close_task_storage` closes it when the work ends. Reads are grouped per object (one
-ranged request per object, neighbouring ranges coalesced by obstore) and run a bounded
-number at a time."""
+inline key (most tasks never read one), and `close_task_storage` closes it when the work
+ends. Reads are grouped per object (one ranged request per object, neighbouring ranges
+coalesced by obstore) and run a bounded number at a time."""
 
 from __future__ import annotations
 
