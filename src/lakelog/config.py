@@ -523,6 +523,9 @@ class Settings(BaseSettings):
     # fault injection (tests only)
     fault_commit_delay_ms: int = 0
     """Fault injection for tests only: wait this long between upload and commit."""
+    fault_inline_move_delay_ms: int = 0
+    """Fault injection for tests only: the inline mover waits this long between the PUT of
+    the new object and the swap of the coordinates (a window for killing it there)."""
     fault_ack_delay_ms: int = 0
     """Fault injection for tests only: a Produce waits this long after its batches are
     committed before it answers (a window for pausing a broker that holds answers)."""

@@ -17,6 +17,7 @@ wrote it)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,9 +41,14 @@ class MoveOutcome:
 
 
 async def move_inline_files(
-    coordinator: BatchCoordinator, storage: ObjectStorage, keys: Sequence[str]
+    coordinator: BatchCoordinator,
+    storage: ObjectStorage,
+    keys: Sequence[str],
+    *,
+    fault_delay_s: float = 0.0,
 ) -> MoveOutcome:
-    """Move every batch row of the inline files `keys` into one new WAL object."""
+    """Move every batch row of the inline files `keys` into one new WAL object.
+    `fault_delay_s` (tests only) widens the window between the PUT and the swap."""
     rows = await coordinator.file_batches(list(keys))
     if not rows:
         return MoveOutcome(None, len(keys), 0, False)
@@ -72,6 +78,8 @@ async def move_inline_files(
     wal = build_wal(entries)
     key = new_wal_key()
     await storage.put(key, wal.parts)
+    if fault_delay_s:
+        await asyncio.sleep(fault_delay_s)
     moves = [
         BatchMove(r.topic_id, r.partition, (r.source,), offset, size)
         for r, (offset, size) in zip(rows, wal.placements, strict=True)

@@ -105,7 +105,12 @@ class InlineMover:
             )
             if not keys:
                 break
-            outcome = await move_inline_files(broker.coordinator, broker.storage, keys)
+            outcome = await move_inline_files(
+                broker.coordinator,
+                broker.storage,
+                keys,
+                fault_delay_s=settings.fault_inline_move_delay_ms / 1000,
+            )
             if not outcome.moved:
                 break  # rows changed meanwhile: next pass, with fresh rows
             moved += outcome.files
