@@ -18,7 +18,15 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
-from cluster_support import CLUSTER_ENV, assert_dense, high_watermarks, read_log, start_cluster
+from cluster_support import (
+    CLUSTER_ENV,
+    assert_dense,
+    high_watermarks,
+    metadata_brokers,
+    metadata_view,
+    read_log,
+    start_cluster,
+)
 from e2e_fixtures import BrokerFactory
 from e2e_harness import BrokerProcess, create_topic, wait_until
 
@@ -188,6 +196,10 @@ def run_gc(broker: BrokerProcess) -> None:
     )
 
 
+def leaders(broker: BrokerProcess, topic: str) -> set[int]:
+    return set(metadata_view(broker.bootstrap, "probe", topic).leaders.values())
+
+
 def store_keys(broker: BrokerProcess) -> set[str]:
     return broker.backend.list_keys("wal") | broker.backend.list_keys("seg")
 
@@ -209,6 +221,7 @@ def test_inline_files_survive_sigkill_before_and_during_their_move(
 
     # 1. Killed between inline commits and their move: the other broker serves them.
     b1.kill()
+    wait_until(lambda: leaders(b2, topic_name) == {2}, 30, "b2 to lead every partition")
     check_log(b2.bootstrap, topic_name, acks, transactional)
     assert inspect(b2)[0] == live  # still inline: read from the coordinator
 
@@ -223,6 +236,7 @@ def test_inline_files_survive_sigkill_before_and_during_their_move(
     # writes arrive meanwhile, and the emptied inline files are deleted.
     del b1.env["FAULT_INLINE_MOVE_DELAY_MS"]
     b1.start()
+    wait_until(lambda: metadata_brokers(b2.bootstrap, "probe") >= {1, 2}, 30, "b1 back")
     more = produce(f"{b1.bootstrap},{b2.bootstrap}", topic_name, 60, "b")
     acks.at.update(more.at)
     acks.aborted |= more.aborted
