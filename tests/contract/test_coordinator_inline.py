@@ -28,9 +28,7 @@ async def commit_inline(
     broker_epoch: int = -1,
 ) -> list:
     laid = placed(batches)
-    return await coordinator.commit_file(
-        key, broker_id, broker_epoch, len(data), laid, inline=data
-    )
+    return await coordinator.commit_file(key, broker_id, broker_epoch, len(data), laid, inline=data)
 
 
 async def test_inline_commit_stores_bytes_with_the_rows(coordinator: BatchCoordinator) -> None:

@@ -122,6 +122,11 @@ wal_inline_files_total = Counter(
     "WAL buffers committed inline in the coordinator instead of PUT (issue 32)",
     registry=REGISTRY,
 )
+wal_inline_bytes_total = Counter(
+    "lakelog_wal_inline_bytes",
+    "Bytes of WAL buffers committed inline in the coordinator (issue 32)",
+    registry=REGISTRY,
+)
 inline_files_moved_total = Counter(
     "lakelog_inline_files_moved",
     "Inline files whose batches the background mover moved into an object",

@@ -401,6 +401,7 @@ class WalWriter:
             metrics.wal_objects_total.inc()
         else:
             metrics.wal_inline_files_total.inc()
+            metrics.wal_inline_bytes_total.inc(size)
         if any(r.error == ErrorCode.stale_broker_epoch for r in results):
             log.warning("commit of %s refused: this broker was fenced", key)
             self._on_fenced(epoch)
