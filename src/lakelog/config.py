@@ -308,8 +308,10 @@ class Settings(BaseSettings):
     later in the background. Saves almost every PUT of a lightly loaded broker."""
     produce_inline_max_bytes: int = 64 * 1024
     """The largest WAL buffer committed inline; bigger ones are PUT."""
-    produce_inline_below_bytes_per_second: int = MiB
-    """Buffers go inline only while the broker's append rate (last second) is below this."""
+    produce_inline_below_bytes_per_second: int = 2 * MiB
+    """Buffers go inline only while the broker's append rate (last second) is below this;
+    twice the 1 MiB/s up to which the path should take every write, as the one-second rate
+    swings around a steady load."""
     produce_inline_broker_max_bytes: int = 64 * MiB
     """Inline bytes one broker may hold in the coordinator; past it, buffers are PUT (writes
     are never refused)."""
