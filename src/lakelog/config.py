@@ -306,8 +306,9 @@ class Settings(BaseSettings):
     `produce_inline_max_bytes` is committed with its bytes in the coordinator (an inline
     file, as durable as the commit) instead of being PUT, and moved into an ordinary object
     later in the background. Saves almost every PUT of a lightly loaded broker."""
-    produce_inline_max_bytes: int = 64 * 1024
-    """The largest WAL buffer committed inline; bigger ones are PUT."""
+    produce_inline_max_bytes: int = 256 * 1024
+    """The largest WAL buffer committed inline; bigger ones are PUT. Room for what gathers
+    at 1-2 MiB/s while an upload or a stall of the event loop holds sealing back."""
     produce_inline_below_bytes_per_second: int = 2 * MiB
     """Buffers go inline only while the broker's append rate (last second) is below this;
     twice the 1 MiB/s up to which the path should take every write, as the one-second rate
