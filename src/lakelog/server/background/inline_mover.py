@@ -115,7 +115,13 @@ class InlineMover:
                 break  # rows changed meanwhile: next pass, with fresh rows
             moved += outcome.files
             metrics.inline_files_moved_total.inc(outcome.files)
-            log.debug("moved %d inline files into %s", outcome.files, outcome.object_key)
+            # At most one line per produce_inline_move_bytes or per move age.
+            log.info(
+                "moved %d inline files (%d batches) into %s",
+                outcome.files,
+                outcome.batches,
+                outcome.object_key,
+            )
         return moved
 
     async def run(self) -> None:
