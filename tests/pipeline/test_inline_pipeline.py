@@ -7,6 +7,7 @@ merge` moves what stays inline into objects."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from e2e_fixtures import BrokerFactory
@@ -14,8 +15,10 @@ from e2e_harness import BrokerProcess, Rec, create_topic, kafka_admin, now_ms, w
 from pipeline_clients import Row, consume, produce, produce_transactions, spark_rows
 from pyspark.sql import SparkSession
 
+from lakelog.config import Settings
 from lakelog.coordinator import BatchCoordinator
 from lakelog.pipeline.compact import run_compact
+from lakelog.pipeline.export import run_export
 from lakelog.pipeline.merge import run_merge
 from pipeline_jobs import partition_rows, run_job, with_coordinator
 
@@ -167,3 +170,25 @@ def test_retention_delete_records_and_merge_over_inline_and_object_batches(
     wait_until(lambda: inline_counts(broker)[1] == 0, 60, "moved inline files deleted")
     assert consume(broker.bootstrap, topic_name, 1, everything - 23) == rows
     assert read_spark(spark, broker, topic_name) == rows
+
+
+def test_export_reads_inline_batches(
+    broker_factory: BrokerFactory, spark: SparkSession, topic_name: str, tmp_path: Path
+) -> None:
+    broker = broker_factory(INLINE_ENV)
+    create_topic(broker.bootstrap, topic_name, 2, {"retention.ms": "-1"})
+    ts = now_ms()
+    produce(broker.bootstrap, topic_name, recs(2, range(30), "small", ts))
+    produce(broker.bootstrap, topic_name, recs(2, range(3), "big", ts + 100, BIG))
+    assert kinds(broker, topic_name, 2) == {"inline", "wal"}
+    backend = broker.backend
+    settings = Settings(storage_url=backend.storage_url, coordinator_url=backend.coordinator_url)
+    output = tmp_path / "export"
+    summary = run_export(settings, [topic_name], str(output), spark=spark)
+    assert summary.records == 66
+    consumed = consume(broker.bootstrap, topic_name, 2, 66)
+    exported = sorted(
+        (r["partition"], r["offset"], r["key"], r["value"])
+        for r in spark.read.parquet(str(output)).collect()
+    )
+    assert exported == [(r.partition, r.offset, r.key, r.value) for r in consumed]
