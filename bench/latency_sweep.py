@@ -5,9 +5,10 @@ One broker process on the local store (or `--storage-url`/`--coordinator-url`, o
 a throwaway durable PostgreSQL and moto's S3 server over HTTP). For each offered rate
 (`--rates`, MiB/s; `max` = as fast as the client goes), on a new topic: a producer paced at
 that rate (acks=all, 1 KiB records) while a consumer tails the topic. Prints, per rate:
-achieved MiB/s, produce and end-to-end p50/p99/p999, PUTs per GiB (WAL objects the broker
-wrote, from its metrics) and broker CPU seconds per GiB. Each phase lasts `--seconds` or
-`--max-mib` for `max`.
+achieved MiB/s, produce and end-to-end p50/p99/p999, PUTs per second and per GiB (every PUT
+the broker made, the inline mover's included, from its metrics), bytes committed inline in
+the coordinator per GiB (`--inline`: the small-write path of issue 32 on) and broker CPU
+seconds per GiB. Each phase lasts `--seconds` or `--max-mib` for `max`.
 
 Run: `.venv/bin/python bench/latency_sweep.py [--rates 1,10,50,200,max] [--json out.json]`.
 """
@@ -31,6 +32,8 @@ from report import fmt, render
 from scale_out import scale_out
 
 GiB = 1024 * MiB
+PUTS = 'lakelog_object_requests_total{op="put"}'
+INLINE_BYTES = "lakelog_wal_inline_bytes_total"
 MAX_RATE = 100_000.0
 """MiB/s that stands for "as fast as the client goes" (the paced loop never catches up)."""
 
@@ -46,6 +49,8 @@ def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
         os.environ["LAKELOG_STORAGE_URL"] = args.storage_url
     if args.coordinator_url:
         os.environ["LAKELOG_COORDINATOR_URL"] = args.coordinator_url
+    if args.inline:
+        os.environ["LAKELOG_PRODUCE_INLINE"] = "true"
     broker = Broker(root, metrics=True)
     rows: list[dict[str, Any]] = []
     try:
@@ -56,13 +61,15 @@ def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
             topic = f"sweep-{i}"
             create_topic(broker.bootstrap, topic, args.partitions)
             log(f"offered {rate} MiB/s")
-            before = broker.metric("lakelog_wal_objects_total")
+            before = broker.metric(PUTS)
+            inline_before = broker.metric(INLINE_BYTES)
             cpu: dict[str, Any] = {}
             with cpu_account(broker, cpu):
                 paced = phase_paced(
                     broker.bootstrap, topic, args.partitions, 1024, mibs, seconds, 256
                 )
-            puts = broker.metric("lakelog_wal_objects_total") - before
+            puts = broker.metric(PUTS) - before
+            inline_bytes = broker.metric(INLINE_BYTES) - inline_before
             gib = paced["mib"] * MiB / GiB
             rows.append(
                 {
@@ -70,7 +77,9 @@ def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "achieved MiB/s": paced["achieved_mib_s"],
                     "produce p50/p99/p999 ms": _three(paced["produce_latency"]),
                     "e2e p50/p99/p999 ms": _three(paced["e2e"]),
+                    "PUTs/s": round(puts / max(paced.get("seconds", seconds), 1e-9), 3),
                     "PUTs/GiB": round(puts / gib),
+                    "inline MiB/GiB": round(inline_bytes / MiB / gib, 1),
                     "broker CPU s/GiB": round(cpu.get("broker_cpu_s", 0.0) / gib, 2),
                     "other CPU %": cpu.get("other_cpu_pct"),
                 }
@@ -97,6 +106,11 @@ def main() -> int:
         "--pg-s3",
         action="store_true",
         help="start a durable PostgreSQL and moto's S3 server and sweep on those",
+    )
+    ap.add_argument(
+        "--inline",
+        action="store_true",
+        help="turn the small-write path on (produce_inline; issue 32)",
     )
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = ap.parse_args()

@@ -27,6 +27,7 @@ if str(REPO) not in sys.path:
 
 from tests.faults.harness import (  # noqa: E402
     BACKENDS,
+    BROKER_ENV,
     LONG_PLAN,
     SHORT_PLAN,
     Result,
@@ -53,7 +54,14 @@ def main() -> int:
     parser.add_argument("--stops", type=int)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--keep", type=Path, help="keep data dirs and broker logs here")
+    parser.add_argument(
+        "--inline",
+        action="store_true",
+        help="brokers run the small-write path (produce_inline; moves every 5 s)",
+    )
     args = parser.parse_args()
+    if args.inline:
+        BROKER_ENV.update({"PRODUCE_INLINE": True, "PRODUCE_INLINE_MOVE_AGE_MS": 5000})
 
     plan = SHORT_PLAN if args.short else LONG_PLAN
     changes = {

@@ -305,6 +305,30 @@ class Settings(BaseSettings):
     produce_commit_retry_ms: int = 25_000
     """A commit that fails (coordinator outage) is retried, its outcome checked first, for
     this long before its batches fail; below clients' request.timeout.ms (30 s)."""
+    produce_inline: bool = False
+    """The small-write path (issue 32): while the broker's append rate is below
+    `produce_inline_below_bytes_per_second`, a sealed WAL buffer of at most
+    `produce_inline_max_bytes` is committed with its bytes in the coordinator (an inline
+    file, as durable as the commit) instead of being PUT, and moved into an ordinary object
+    later in the background. Saves almost every PUT of a lightly loaded broker."""
+    produce_inline_max_bytes: int = 256 * 1024
+    """The largest WAL buffer committed inline; bigger ones are PUT. Room for what gathers
+    at 1-2 MiB/s while an upload or a stall of the event loop holds sealing back."""
+    produce_inline_below_bytes_per_second: int = 2 * MiB
+    """Buffers go inline only while the broker's append rate (last second) is below this;
+    twice the 1 MiB/s up to which the path should take every write, as the one-second rate
+    swings around a steady load."""
+    produce_inline_broker_max_bytes: int = 64 * MiB
+    """Inline bytes one broker may hold in the coordinator; past it, buffers are PUT (writes
+    are never refused)."""
+    produce_inline_total_max_bytes: int = 512 * MiB
+    """Inline bytes the whole coordinator may hold (all brokers); past it, buffers are PUT."""
+    produce_inline_move_bytes: int = 4 * MiB
+    """The broker moves its inline files into one ordinary object once they add up to this
+    many bytes..."""
+    produce_inline_move_age_ms: int = 60_000
+    """...or once the oldest is this old. Another broker's inline files are moved once they
+    are twice this old (their broker is gone); `lakelog pipeline merge` moves all."""
 
     # fetch
     fetch_cache_max_bytes: int = 256 * MiB
@@ -529,6 +553,9 @@ class Settings(BaseSettings):
     # fault injection (tests only)
     fault_commit_delay_ms: int = 0
     """Fault injection for tests only: wait this long between upload and commit."""
+    fault_inline_move_delay_ms: int = 0
+    """Fault injection for tests only: the inline mover waits this long between the PUT of
+    the new object and the swap of the coordinates (a window for killing it there)."""
     fault_ack_delay_ms: int = 0
     """Fault injection for tests only: a Produce waits this long after its batches are
     committed before it answers (a window for pausing a broker that holds answers)."""
@@ -568,6 +595,20 @@ class Settings(BaseSettings):
     def _not_negative(cls, value: int) -> int:
         if value < 0:
             raise ValueError("0 or more")
+        return value
+
+    @field_validator(
+        "produce_inline_max_bytes",
+        "produce_inline_below_bytes_per_second",
+        "produce_inline_broker_max_bytes",
+        "produce_inline_total_max_bytes",
+        "produce_inline_move_bytes",
+        "produce_inline_move_age_ms",
+    )
+    @classmethod
+    def _inline_sizes(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("1 or more")
         return value
 
     @field_validator("storage_url")

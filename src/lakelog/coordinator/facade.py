@@ -30,6 +30,8 @@ from lakelog.coordinator.log_types import (
     FileToDelete,
     FindBatchesRequest,
     FindBatchesResult,
+    InlineFile,
+    InlineUsage,
     ListOffsetsRequest,
     ListOffsetsResult,
     LogInfo,
@@ -53,6 +55,7 @@ from lakelog.coordinator.ops import (
     consumer_groups,
     group_configs,
     groups,
+    inline,
     merge,
     mirror,
     mirror_commit,
@@ -168,6 +171,15 @@ class SqlBatchCoordinator(BatchCoordinator):
 
     async def delete_files(self, object_keys: Sequence[str]) -> None:
         await self._run("delete_files", True, cleanup.delete_files, object_keys)
+
+    async def inline_file(self, object_key: str) -> bytes | None:
+        return await self._run("inline_file", False, inline.read, object_key)
+
+    async def inline_usage(self, broker_id: int) -> InlineUsage:
+        return await self._run("inline_usage", False, inline.usage, broker_id)
+
+    async def inline_files(self, limit: int = 1000) -> list[InlineFile]:
+        return await self._run("inline_files", False, inline.list_committed, limit)
 
     async def list_files(self) -> list[str]:
         return await self._run("list_files", False, cleanup.list_files)
@@ -330,6 +342,7 @@ class SqlBatchCoordinator(BatchCoordinator):
         broker_epoch: int,
         file_size: int,
         batches: Sequence[CommitBatch],
+        inline: bytes | None = None,
     ) -> list[CommitBatchResult]:
         return await self._run(
             "commit_file",
@@ -340,6 +353,7 @@ class SqlBatchCoordinator(BatchCoordinator):
             broker_epoch,
             file_size,
             batches,
+            inline,
         )
 
     async def commit_outcome(self, object_key: str) -> CommitOutcome | None:

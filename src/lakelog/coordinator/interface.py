@@ -108,9 +108,13 @@ class BatchCoordinator(abc.ABC):
         broker_epoch: int,
         file_size: int,
         batches: Sequence[log_types.CommitBatch],
+        inline: bytes | None = None,
     ) -> list[log_types.CommitBatchResult]:
         """Assign offsets to the batches of one uploaded object, in list order, in one
-        database transaction, with the idempotent-producer checks:
+        database transaction, with the idempotent-producer checks. With `inline`, the
+        object was not uploaded: its bytes are stored in the coordinator in the same
+        transaction (an inline file, `inline/<uuid7>`; `inline_file` reads them, and
+        `delete_files` drops them with the row):
 
         - producer_id == -1: no checks;
         - epoch below the producer's current epoch: INVALID_PRODUCER_EPOCH;
@@ -190,7 +194,20 @@ class BatchCoordinator(abc.ABC):
 
     @abc.abstractmethod
     async def delete_files(self, object_keys: Sequence[str]) -> None:
-        """Forget files the cleaner removed from object storage (only files marked)."""
+        """Forget files the cleaner removed from object storage (only files marked); an
+        inline file's bytes go with its row."""
+
+    @abc.abstractmethod
+    async def inline_file(self, object_key: str) -> bytes | None:
+        """The bytes of an inline file (None: unknown, or deleted)."""
+
+    @abc.abstractmethod
+    async def inline_usage(self, broker_id: int) -> log_types.InlineUsage:
+        """Inline files held in all and for one uploader (the caps' measure)."""
+
+    @abc.abstractmethod
+    async def inline_files(self, limit: int = 1000) -> list[log_types.InlineFile]:
+        """Inline files still holding batches (state committed), oldest first."""
 
     @abc.abstractmethod
     async def list_files(self) -> list[str]:

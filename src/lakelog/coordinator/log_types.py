@@ -211,3 +211,24 @@ class FileToDelete:
     marked_at: int
     """ms since the epoch when the file lost its last live batch."""
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class InlineUsage:
+    """Inline files the coordinator holds (issue 32): their count and bytes, in all and
+    uploaded by one broker; the broker falls back to objects past its caps."""
+
+    files: int
+    total_bytes: int
+    broker_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class InlineFile:
+    """An inline file that still holds batches: what the mover chooses by."""
+
+    object_key: str
+    size: int
+    committed_at: int
+    """ms since the epoch."""
+    uploader_broker_id: int

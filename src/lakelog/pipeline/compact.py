@@ -17,7 +17,6 @@ import time
 from collections.abc import Sequence
 from uuid import UUID
 
-from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.compaction import (
     PartitionJob,
     PartitionOutcome,
@@ -26,7 +25,7 @@ from lakelog.pipeline.compaction import (
 )
 from lakelog.pipeline.context import JobContext, PipelineError
 from lakelog.pipeline.distribute import run_in_waves
-from lakelog.pipeline.object_io import run_async
+from lakelog.pipeline.object_io import close_task_storage, run_async, task_storage
 from lakelog.pipeline.planning import compacted_topics, compaction_range
 from lakelog.pipeline.progress import JobSummary
 from lakelog.pipeline.records import RecordDecodeError
@@ -70,7 +69,9 @@ def run_compact(ctx: JobContext, names: Sequence[str] | None) -> JobSummary:
         "partitions changed meanwhile": 0,
         "partitions failed": 0,
     }
-    work = functools.partial(compact_partitions, ctx.storage_url)
+    work = functools.partial(
+        compact_partitions, ctx.storage_url, coordinator_url=ctx.coordinator_url
+    )
     for wave in run_in_waves(ctx, jobs, work, items_per_wave=16):
         for outcome in wave:
             if outcome.error is not None:
@@ -122,17 +123,23 @@ def _partition_job(
 # ---------------------------------------------------------------- executor side
 
 
-def compact_partitions(storage_url: str, jobs: list[PartitionJob]) -> list[PartitionOutcome]:
-    """Spark task: compact each partition; errors stay the partition's own."""
-    storage = ObjectStorage.from_url(storage_url)
+def compact_partitions(
+    storage_url: str, jobs: list[PartitionJob], coordinator_url: str | None = None
+) -> list[PartitionOutcome]:
+    """Spark task: compact each partition; errors stay the partition's own. With the
+    coordinator's URL, rows in inline files are read too (issue 32)."""
+    storage = task_storage(storage_url, coordinator_url)
 
     async def run_all() -> list[PartitionOutcome]:
         outcomes = []
-        for job in jobs:
-            try:
-                outcomes.append(await compact_partition(storage, job))
-            except (RecordDecodeError, ValueError) as exc:
-                outcomes.append(PartitionOutcome(job.topic_id, job.partition, error=str(exc)))
+        try:
+            for job in jobs:
+                try:
+                    outcomes.append(await compact_partition(storage, job))
+                except (RecordDecodeError, ValueError) as exc:
+                    outcomes.append(PartitionOutcome(job.topic_id, job.partition, error=str(exc)))
+        finally:
+            await close_task_storage(storage)
         return outcomes
 
     return run_async(run_all())

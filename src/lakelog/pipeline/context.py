@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakelog.config import Settings
 from lakelog.coordinator import BatchCoordinator, open_coordinator
+from lakelog.log.storage.inline_store import InlineAwareStorage
 from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.progress import NullProgress, Progress
 
@@ -41,6 +42,8 @@ class JobContext:
         self.dry_run = dry_run
         self.progress: Progress = progress or NullProgress()
         self.storage_url = settings.resolved_storage_url
+        self.coordinator_url = settings.resolved_coordinator_url
+        """Executors open the coordinator from it to read inline files (issue 32)."""
         self._spark = spark
         self._own_spark = False
         self._runner: asyncio.Runner | None = None
@@ -54,7 +57,7 @@ class JobContext:
         coordinator = open_coordinator(self.settings.resolved_coordinator_url)
         self._runner.run(coordinator.start())
         self._coordinator = coordinator
-        self._storage = ObjectStorage.from_url(self.storage_url)
+        self._storage = InlineAwareStorage(ObjectStorage.from_url(self.storage_url), coordinator)
         return self
 
     def __exit__(self, *exc: object) -> None:

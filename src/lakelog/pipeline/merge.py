@@ -10,7 +10,12 @@ merging shrinks the coordinator's metadata as well as the object count.
 
 Consumers reading during a merge see no gap and no duplicate: offsets never change, a
 batch's coordinates switch atomically, and the old objects stay readable until they are
-marked (once they hold no live batch) and past the file delete grace period."""
+marked (once they hold no live batch) and past the file delete grace period.
+
+Inline files (issue 32, small writes kept in the coordinator) are moved first, whoever
+wrote them and however young (`inline_move`): the brokers normally do it, and this
+finishes the job when they are gone. The moved batches land in a WAL object that later
+merges pick up like any other."""
 
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from lakelog.log.storage.keys import SEGMENT_PREFIX, WAL_PREFIX, offsets_in_head
 from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.context import JobContext
 from lakelog.pipeline.distribute import run_in_waves
+from lakelog.pipeline.inline_move import move_inline_files
 from lakelog.pipeline.object_io import ByteRange, read_ranges, run_async
 from lakelog.pipeline.planning import (
     MergePolicy,
@@ -44,6 +50,8 @@ from lakelog.pipeline.planning import (
 from lakelog.pipeline.progress import JobSummary
 
 PAGE = 1000
+INLINE_PAGE = 10_000
+"""Inline files looked at per round."""
 """Files per coordinator page while looking for candidates and their batches."""
 TASK_BYTES = 128 * 1024 * 1024
 """Row bytes one task holds at most (one group of plans)."""
@@ -64,6 +72,11 @@ class SegmentOutcome:
 def run_merge(ctx: JobContext) -> JobSummary:
     summary = JobSummary("merge", dry_run=ctx.dry_run)
     policy = MergePolicy.from_settings(ctx.settings)
+    inline_files = ctx.run(ctx.coordinator.inline_files(INLINE_PAGE))
+    summary.details["inline files"] = len(inline_files)
+    if not ctx.dry_run and inline_files:
+        ctx.progress.stage("moving inline files")
+        summary.details["inline files moved"] = _move_inline(ctx)
     ctx.progress.stage("finding objects to merge")
     candidates, scanned = _candidates(ctx, policy)
     summary.objects_listed = scanned
@@ -107,6 +120,25 @@ def run_merge(ctx: JobContext) -> JobSummary:
     summary.details["rows left (bytes disagree with coordinates)"] = corrupt
     summary.details["segments dropped (a source object was deleted meanwhile)"] = gone
     return summary.finish()
+
+
+def _move_inline(ctx: JobContext) -> int:
+    """Move every inline file into WAL objects of up to produce_buffer_max_bytes each."""
+    moved = 0
+    while True:
+        files = ctx.run(ctx.coordinator.inline_files(INLINE_PAGE))
+        keys, size = [], 0
+        for f in files:
+            if keys and size + f.size > ctx.settings.produce_buffer_max_bytes:
+                break
+            keys.append(f.object_key)
+            size += f.size
+        if not keys:
+            return moved
+        outcome = ctx.run(move_inline_files(ctx.coordinator, ctx.storage, keys))
+        if not outcome.moved:
+            return moved  # rows changed meanwhile: the next run (or a broker) moves them
+        moved += outcome.files
 
 
 def _candidates(ctx: JobContext, policy: MergePolicy) -> tuple[list[FileInfo], int]:

@@ -1,8 +1,11 @@
 """Reading batches out of objects and running async storage work inside Spark tasks.
 
 Executors are plain Python processes: each task opens the store from its URL and runs one
-event loop for its work. Reads are grouped per object (one ranged request per object,
-neighbouring ranges coalesced by obstore) and run a bounded number at a time."""
+event loop for its work. Batches may live in inline files (issue 32), whose bytes the
+coordinator holds: a task's storage opens the coordinator itself, on its first read of an
+inline key (most tasks never read one), and `close_task_storage` closes it when the work
+ends. Reads are grouped per object (one ranged request per object, neighbouring ranges
+coalesced by obstore) and run a bounded number at a time."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from collections import defaultdict
 from collections.abc import Coroutine, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from lakelog.coordinator import BatchCoordinator, open_coordinator
+from lakelog.log.storage.inline_store import InlineAwareStorage
 from lakelog.log.storage.store import ObjectStorage
 
 T = TypeVar("T")
@@ -23,6 +28,42 @@ class ByteRange(NamedTuple):
     object_key: str
     byte_offset: int
     byte_size: int
+
+
+class LazyInlineSource:
+    """Reads inline files through a coordinator opened on first use (in the task's loop)."""
+
+    def __init__(self, coordinator_url: str) -> None:
+        self._url = coordinator_url
+        self._coordinator: BatchCoordinator | None = None
+
+    async def inline_file(self, object_key: str) -> bytes | None:
+        if self._coordinator is None:
+            coordinator = open_coordinator(self._url)
+            await coordinator.start()
+            self._coordinator = coordinator
+        return await self._coordinator.inline_file(object_key)
+
+    async def close(self) -> None:
+        coordinator, self._coordinator = self._coordinator, None
+        if coordinator is not None:
+            await coordinator.close()
+
+
+def task_storage(storage_url: str, coordinator_url: str | None) -> ObjectStorage:
+    """A task's storage: inline keys resolved through the coordinator when its URL is
+    given (pass the result to `close_task_storage` at the end of the task's loop)."""
+    storage = ObjectStorage.from_url(storage_url)
+    if coordinator_url is None:
+        return storage
+    return InlineAwareStorage(storage, LazyInlineSource(coordinator_url))
+
+
+async def close_task_storage(storage: ObjectStorage) -> None:
+    if isinstance(storage, InlineAwareStorage) and isinstance(
+        storage.inline_source, LazyInlineSource
+    ):
+        await storage.inline_source.close()
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:

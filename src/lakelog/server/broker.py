@@ -21,7 +21,9 @@ from lakelog.groups.share.service import ShareService
 from lakelog.log.fetch.cache import BatchCache
 from lakelog.log.fetch.reader import BatchReader
 from lakelog.log.fetch.waiter import CommitWaiter
+from lakelog.log.produce.inline_policy import InlinePolicy
 from lakelog.log.produce.wal_writer import CommittedObject, WalWriter
+from lakelog.log.storage.inline_store import InlineAwareStorage
 from lakelog.log.storage.store import ObjectStorage
 from lakelog.mirror.manager import MirrorManager
 from lakelog.security.authorizer import Authorizer
@@ -30,6 +32,7 @@ from lakelog.security.listener import ListenerSecurity
 from lakelog.server.api.dispatch import Dispatcher
 from lakelog.server.background.cleaner import FileCleaner
 from lakelog.server.background.compaction import CompactionLoop
+from lakelog.server.background.inline_mover import InlineMover
 from lakelog.server.background.loop_lag import watch_loop_lag
 from lakelog.server.background.retention import RetentionLoop
 from lakelog.server.cluster.dynamic_broker_configs import DynamicBrokerConfigs
@@ -91,7 +94,20 @@ class Broker:
             settings.resolved_coordinator_url,
             pool_timeout_s=settings.coordinator_pool_timeout_ms / 1000,
         )
-        self.storage = ObjectStorage.from_url(settings.resolved_storage_url)
+        # Reads of inline files (issue 32) come from the coordinator, whoever wrote them.
+        self.storage = InlineAwareStorage(
+            ObjectStorage.from_url(settings.resolved_storage_url), self.coordinator
+        )
+        self.inline_policy = (
+            InlinePolicy(
+                settings.produce_inline_max_bytes,
+                settings.produce_inline_below_bytes_per_second,
+                settings.produce_inline_broker_max_bytes,
+                settings.produce_inline_total_max_bytes,
+            )
+            if settings.produce_inline
+            else None
+        )
         self.topics = TopicCache(self.coordinator)
         self.authorizer = Authorizer(self.coordinator, settings)
         self.group_configs = GroupConfigs(self.coordinator, settings)
@@ -113,6 +129,7 @@ class Broker:
             still_leads=self.still_leads,
             max_puts_per_second=settings.produce_max_puts_per_second,
             put_budget_halving_rate=settings.produce_put_budget_halving_rate,
+            inline=self.inline_policy,
         )
         self.server = Server(
             Dispatcher(self),
@@ -401,6 +418,8 @@ class Broker:
             loop.create_task(RetentionLoop(self).run(), name="retention"),
             loop.create_task(FileCleaner(self).run(), name="cleaner"),
             loop.create_task(CompactionLoop(self).run(), name="compaction"),
+            # Always, even with the path off here: it finishes other brokers' moves.
+            loop.create_task(InlineMover(self).run(), name="inline-mover"),
             loop.create_task(TransactionTimeouts(self).run(), name="txn-timeouts"),
             loop.create_task(watch_loop_lag(), name="loop-lag"),
             loop.create_task(self.dynamic_configs.run(), name="dynamic-configs"),

@@ -50,9 +50,13 @@ class LogSession:
     def storage(self) -> ObjectStorage:
         assert self._coordinator is not None, "LogSession used outside `async with`"
         if self._storage is None:
+            from lakelog.log.storage.inline_store import InlineAwareStorage
             from lakelog.log.storage.store import ObjectStorage
 
-            self._storage = ObjectStorage.from_url(self.connection.storage_url)
+            # Inline files (issue 32) are read from the coordinator this session holds.
+            self._storage = InlineAwareStorage(
+                ObjectStorage.from_url(self.connection.storage_url), self._coordinator
+            )
         return self._storage
 
     async def __aenter__(self) -> LogSession:

@@ -119,6 +119,21 @@ wal_seals_total = Counter(
     registry=REGISTRY,
 )
 wal_objects_total = Counter("lakelog_wal_objects", "WAL objects committed", registry=REGISTRY)
+wal_inline_files_total = Counter(
+    "lakelog_wal_inline_files",
+    "WAL buffers committed inline in the coordinator instead of PUT (issue 32)",
+    registry=REGISTRY,
+)
+wal_inline_bytes_total = Counter(
+    "lakelog_wal_inline_bytes",
+    "Bytes of WAL buffers committed inline in the coordinator (issue 32)",
+    registry=REGISTRY,
+)
+inline_files_moved_total = Counter(
+    "lakelog_inline_files_moved",
+    "Inline files whose batches the background mover moved into an object",
+    registry=REGISTRY,
+)
 wal_abandoned_batches_total = Counter(
     "lakelog_wal_abandoned_batches",
     "Batches not committed because their client closed the connection before the commit",

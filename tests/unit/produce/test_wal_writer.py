@@ -59,12 +59,12 @@ class FlakyCoordinator:
         self.commits: list[str] = []
         self.lookups = 0
 
-    async def commit_file(self, key: str, *args: Any) -> Any:
+    async def commit_file(self, key: str, *args: Any, **kwargs: Any) -> Any:
         index = len(self.commits)
         self.commits.append(key)
         if index in self.fail_commits:
             raise OSError("injected commit failure")
-        results = await self.inner.commit_file(key, *args)
+        results = await self.inner.commit_file(key, *args, **kwargs)
         if index in self.lose_answers:
             raise OSError("injected lost commit answer")
         return results

@@ -14,6 +14,7 @@ from lakelog.coordinator.log_types import (
     RetentionPolicy,
     RetentionResult,
 )
+from lakelog.coordinator.ops import inline
 from lakelog.coordinator.ops.release import FreedBytes, drop_batches_below
 from lakelog.coordinator.ops.rows import BATCH_TIMESTAMP_SQL, PartitionRow, find_partitions, now_ms
 from lakelog.util.errors import ErrorCode
@@ -117,6 +118,7 @@ async def files_to_delete(s: Session, marked_before_ms: int) -> list[FileToDelet
 
 async def delete_files(s: Session, object_keys: Sequence[str]) -> None:
     keyset, params = s.dialect.keyset("k", (("object_key", "text"),), [(k,) for k in object_keys])
+    await inline.delete_with_files(s, keyset, params)
     await s.execute(
         "DELETE FROM files WHERE state = 'deleting'"
         f" AND object_key IN (SELECT k.object_key FROM {keyset})",

@@ -30,7 +30,7 @@ from lakelog.coordinator.engine import Pending, Session
 from lakelog.coordinator.idempotence import ProducerBatch
 from lakelog.coordinator.log_types import CommitBatch, CommitBatchResult
 from lakelog.coordinator.mirror_rules import refuse_read_only
-from lakelog.coordinator.ops import objects
+from lakelog.coordinator.ops import inline, objects
 from lakelog.coordinator.ops.mirror_commit import read_only
 from lakelog.coordinator.ops.rows import (
     TIME_MARK_TYPES,
@@ -83,6 +83,7 @@ async def commit_file(
     broker_epoch: int,
     file_size: int,
     batches: Sequence[CommitBatch],
+    inline_data: bytes | None = None,
 ) -> list[CommitBatchResult]:
     # In pipeline mode these share one round trip. They run in this order, so the loads
     # happen under the partition locks. (A known key or a fenced broker makes the loads
@@ -97,6 +98,10 @@ async def commit_file(
     if file_row is None:
         # A second commit of one object would point two batch rows at the same bytes.
         return [CommitBatchResult(ErrorCode.invalid_request) for _ in batches]
+    if inline_data is not None:
+        # Even if every batch is refused below: the row is then marked for deletion, and
+        # its bytes go with it (`delete_files`).
+        await inline.store(s, object_key, inline_data)
     epoch_row = None if epoch is None else await epoch.fetchone()
     # Taken under the partition locks, so LogAppendTime follows the commit order.
     plan = CommitPlan(now=now_ms(), file_id=int(file_row[0]))

@@ -12,6 +12,11 @@ orphan waits for GC. A commit that raised may still have happened (its answer wa
 the writer asks the coordinator what became of the key and either repeats the commit or
 answers with what the first one decided, for up to `commit_retry_s`, so a database outage
 stalls produce instead of failing batches that were in fact stored.
+
+With an `InlinePolicy` (issue 32), a small buffer sealed while the broker's append rate is
+low is not uploaded: its bytes go to the coordinator with the commit (an inline file,
+`inline/<uuid7>`), in the same transaction, so the acknowledgement means what it always
+does. The broker's `InlineMover` later moves inline files into ordinary objects.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from uuid import UUID
 
 from lakelog.coordinator.interface import BatchCoordinator
 from lakelog.coordinator.log_types import CommitBatch, CommitBatchResult, TimestampType
+from lakelog.log.produce.inline_policy import InlinePolicy
 from lakelog.log.produce.seal_policy import SealPolicy
 from lakelog.log.protocol.records import BatchHeader
-from lakelog.log.storage.keys import new_wal_key
+from lakelog.log.storage.keys import new_inline_key, new_wal_key
 from lakelog.log.storage.store import ObjectStorage
 from lakelog.log.storage.wal import build_wal
 from lakelog.util import metrics
@@ -96,6 +102,7 @@ class WalWriter:
         still_leads: Callable[[UUID, int, str | None], Awaitable[bool]] | None = None,
         max_puts_per_second: float = 0.0,
         put_budget_halving_rate: float = 4.5 * 1024 * 1024,
+        inline: InlinePolicy | None = None,
     ) -> None:
         self._storage = storage
         self._coordinator = coordinator
@@ -120,6 +127,8 @@ class WalWriter:
         self._previous_commit: asyncio.Future[None] | None = None
         self._closed = False
         self._policy = SealPolicy(max_puts_per_second, put_budget_halving_rate)
+        self.inline = inline
+        """None: every buffer is uploaded (the small-write path is off)."""
         self._uploading = 0
         """Sealed buffers whose upload has not ended."""
         self._early: asyncio.Handle | None = None
@@ -262,7 +271,6 @@ class WalWriter:
         epoch: int,
     ) -> None:
         try:
-            key = new_wal_key()
             # By producer: a producer's batches of a partition go back to back, so the
             # commit writes one row for them (`commit_plan`); a producer's (and so a
             # connection's) own order is kept.
@@ -282,8 +290,19 @@ class WalWriter:
                 by_producer=True,
             )
             uploaded = True
+            inline_data: bytes | None = None
+            if self._goes_inline(wal.size):
+                key = new_inline_key()
+                inline_data = b"".join(wal.parts)
+                assert self.inline is not None
+                self.inline.added(wal.size)
+                self._uploading -= 1
+                self._consider_early()
+            else:
+                key = new_wal_key()
             try:
-                await self._storage.put(key, wal.parts)
+                if inline_data is None:
+                    await self._storage.put(key, wal.parts)
             except Exception:
                 log.exception(
                     "WAL upload of %s failed; failing %d batches", key, len(buffer.entries)
@@ -292,8 +311,9 @@ class WalWriter:
                 uploaded = False
                 self._delete_later(key)
             finally:
-                self._uploading -= 1
-                self._consider_early()
+                if inline_data is None:
+                    self._uploading -= 1
+                    self._consider_early()
             if self._commit_delay_s:
                 # Fault injection for tests: widen the upload-to-commit window.
                 await asyncio.sleep(self._commit_delay_s)
@@ -302,7 +322,7 @@ class WalWriter:
             if not uploaded:
                 self._fail(buffer)
                 return
-            await self._commit(key, wal.size, wal.placements, buffer, epoch)
+            await self._commit(key, wal.size, wal.placements, buffer, epoch, inline_data)
         finally:
             if not done.done():
                 done.set_result(None)
@@ -319,6 +339,7 @@ class WalWriter:
         placements: Sequence[tuple[int, int]],
         buffer: _Buffer,
         epoch: int,
+        inline_data: bytes | None = None,
     ) -> None:
         if any(future.cancelled() for future in buffer.futures):
             kept = [i for i, future in enumerate(buffer.futures) if not future.cancelled()]
@@ -346,7 +367,8 @@ class WalWriter:
                 buffer, placements, [i for i in range(len(buffer.entries)) if i not in gone]
             )
         if not buffer.entries:
-            self._delete_later(key)
+            if inline_data is None:
+                self._delete_later(key)
             return
         batches = [
             CommitBatch(
@@ -368,12 +390,18 @@ class WalWriter:
         # In object order: a partition's batches in the order their bytes lie, so those of
         # one producer are neighbours in the list too and share a row.
         order = sorted(range(len(batches)), key=lambda i: batches[i].byte_offset)
-        in_order = await self._commit_until_known(key, size, [batches[i] for i in order], epoch)
+        in_order = await self._commit_until_known(
+            key, size, [batches[i] for i in order], epoch, inline_data
+        )
         if in_order is None:
             self._fail(buffer)
             return
         results = [result for _, result in sorted(zip(order, in_order, strict=True))]
-        metrics.wal_objects_total.inc()
+        if inline_data is None:
+            metrics.wal_objects_total.inc()
+        else:
+            metrics.wal_inline_files_total.inc()
+            metrics.wal_inline_bytes_total.inc(size)
         if any(r.error == ErrorCode.stale_broker_epoch for r in results):
             log.warning("commit of %s refused: this broker was fenced", key)
             self._on_fenced(epoch)
@@ -403,7 +431,12 @@ class WalWriter:
         return moved
 
     async def _commit_until_known(
-        self, key: str, size: int, batches: list[CommitBatch], epoch: int
+        self,
+        key: str,
+        size: int,
+        batches: list[CommitBatch],
+        epoch: int,
+        inline_data: bytes | None = None,
     ) -> Sequence[CommitBatchResult] | None:
         """commit_file, repeated through a coordinator outage until its outcome is known;
         None once `commit_retry_s` has passed (the batches then fail retriably)."""
@@ -421,9 +454,14 @@ class WalWriter:
                             r or CommitBatchResult(RETRIABLE_FAILURE)
                             for r in known.results(batches)
                         ]
-                results = await self._coordinator.commit_file(
-                    key, self._broker_id, epoch, size, batches
-                )
+                if inline_data is None:
+                    results = await self._coordinator.commit_file(
+                        key, self._broker_id, epoch, size, batches
+                    )
+                else:
+                    results = await self._coordinator.commit_file(
+                        key, self._broker_id, epoch, size, batches, inline=inline_data
+                    )
                 if not (retrying and all(r.error == _KEY_KNOWN for r in results)):
                     return results
                 # The raised attempt landed after we looked: read what it decided.
@@ -442,6 +480,13 @@ class WalWriter:
             retrying = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, COMMIT_RETRY_MAX_S)
+
+    def _goes_inline(self, size: int) -> bool:
+        """Commit this buffer inline? (Small, at a low append rate, under the caps.)"""
+        if self.inline is None:
+            return False
+        rate = self._policy.rate.per_second(asyncio.get_running_loop().time())
+        return self.inline.allows(size, rate)
 
     def _delete_later(self, key: str) -> None:
         """A failed upload may have stored the object all the same: remove it, retrying

@@ -1,9 +1,11 @@
 """The object key layout: the only names Lakelog writes under a store's root.
 
 `wal/<uuid7>` holds produce objects; `seg/<topic-id>/<partition>/<base-offset>-<uuid7>`
-holds merged or compacted ones. UUIDv7 makes listings time-ordered and lets GC judge an
-object's age from its name; the base offset is zero-padded to 20 digits (as Kafka names
-segment files) so a partition's segments also list in offset order.
+holds merged or compacted ones; `inline/<uuid7>` names a small produce object whose bytes
+live in the batch coordinator, never in the store (issue 32: `inline_store`).
+UUIDv7 makes listings time-ordered and lets GC judge an object's age from its name; the
+base offset is zero-padded to 20 digits (as Kafka names segment files) so a partition's
+segments also list in offset order.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from dataclasses import dataclass
 from lakelog.log.storage.uuid7 import uuid7, uuid7_time_ms
 
 __all__ = [
+    "INLINE_PREFIX",
     "SEGMENT_PREFIX",
     "WAL_PREFIX",
     "InvalidKeyError",
     "KeyKind",
     "ParsedKey",
+    "is_inline_key",
     "key_kind",
+    "new_inline_key",
     "new_wal_key",
     "offsets_in_headers",
     "parse_key",
@@ -29,6 +34,8 @@ __all__ = [
 ]
 
 WAL_PREFIX = "wal"
+INLINE_PREFIX = "inline"
+_INLINE_KEY_START = INLINE_PREFIX + "/"
 SEGMENT_PREFIX = "seg"
 _SEGMENT_KEY_START = SEGMENT_PREFIX + "/"
 _OFFSET_DIGITS = 20
@@ -63,6 +70,16 @@ class ParsedKey:
 def new_wal_key() -> str:
     """A fresh, time-ordered key for one WAL object."""
     return f"{WAL_PREFIX}/{uuid7()}"
+
+
+def new_inline_key() -> str:
+    """A fresh key for one inline file (bytes in the coordinator, batches as in a WAL
+    object: `offsets_in_headers` is false for it)."""
+    return f"{INLINE_PREFIX}/{uuid7()}"
+
+
+def is_inline_key(key: str) -> bool:
+    return key.startswith(_INLINE_KEY_START)
 
 
 def segment_prefix(topic_id: uuid.UUID, partition: int | None = None) -> str:
