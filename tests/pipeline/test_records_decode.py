@@ -168,3 +168,17 @@ def test_corrupt_compressed_body_is_an_error() -> None:
     batch[70:80] = b"\x00" * 10
     with pytest.raises(RecordDecodeError):
         decode_batch(bytes(batch), verify_crc=False)
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "xerial", "lz4", "zstd"])
+@pytest.mark.parametrize("append_time", [-1, 1_800_000_000_000])
+def test_the_plain_decoder_and_the_columns_agree(codec: str, append_time: int) -> None:
+    """The broker's compaction decodes with `decode_batch` (plain Python: the broker has no
+    numpy); the Spark source and export with `RecordColumns`. Same bytes, same records."""
+    for flagged in (False, True):
+        batch = build(RECORDS, codec=codec, base_offset=7, log_append_time=flagged)
+        columns = RecordColumns()
+        columns.add_batch(batch, base_offset=500, log_append_time=append_time)
+        plain = decode_batch(batch, base_offset=500, log_append_time=append_time)
+        assert plain == list(columns.records())
+        assert [r.offset for r in plain] == list(range(500, 500 + len(RECORDS)))

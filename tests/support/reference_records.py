@@ -8,16 +8,15 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from lakelog.log.protocol.records import read_header
-from lakelog.pipeline.records import (
+from lakelog.pipeline.record_decode import (
     CREATE_TIME,
-    HEADER_TYPE,
     LOG_APPEND_TIME,
-    RECORD_SCHEMA,
     Record,
     RecordDecodeError,
-    _body,
-    _varint,
 )
+from lakelog.pipeline.record_decode import batch_body as _body
+from lakelog.pipeline.record_decode import varint as _varint
+from lakelog.pipeline.records import HEADER_TYPE, RECORD_SCHEMA
 
 __all__ = ["RecordColumns", "decode_batch"]
 

@@ -42,14 +42,20 @@ def test_a_test_process_keeps_kios_strategies(name: str) -> None:
     assert isinstance(name, str)
 
 
-def test_the_broker_loads_no_spark() -> None:
-    """The broker compacts with the Spark-free core (`pipeline.compaction`): nothing of
-    Spark loads with it (pyspark becomes an optional extra)."""
+SPARK_EXTRA = ("pyspark", "numpy", "pandas", "pyarrow", "py4j")
+"""What the `spark` extra brings: the broker installs without it (`pip install lakelog`)."""
+
+
+def test_the_broker_and_the_cli_load_nothing_of_the_spark_extra() -> None:
+    """The broker compacts with the Spark-free core (`pipeline.compaction`) and decodes
+    records in plain Python (`pipeline.record_decode`): nothing of the `spark` extra loads
+    with it or with the `lakelog` command (tests/cli/test_install_without_spark.py serves
+    from a venv without it)."""
     out = _fresh(
-        """
+        f"""
         import sys
-        import lakelog.server.broker, lakelog.server.background.compaction
-        print(sorted(m for m in sys.modules if "spark" in m.lower()))
+        import lakelog.server.broker, lakelog.server.background.compaction, lakelog.cli.main
+        print(sorted(m for m in sys.modules if m.split(".")[0] in {SPARK_EXTRA!r}))
         """
     )
     assert out.split() == ["[]"]

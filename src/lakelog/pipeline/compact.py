@@ -28,7 +28,7 @@ from lakelog.pipeline.distribute import run_in_waves
 from lakelog.pipeline.object_io import close_task_storage, run_async, task_storage
 from lakelog.pipeline.planning import compacted_topics, compaction_range
 from lakelog.pipeline.progress import JobSummary
-from lakelog.pipeline.records import RecordDecodeError
+from lakelog.pipeline.record_decode import RecordDecodeError
 from lakelog.util.errors import ErrorCode
 
 __all__ = ["PartitionJob", "PartitionOutcome", "compact_partition", "run_compact"]

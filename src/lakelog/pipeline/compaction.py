@@ -44,7 +44,7 @@ from lakelog.log.storage.store import ObjectStorage
 from lakelog.pipeline.batch_writer import encode_record, rebuild_batch
 from lakelog.pipeline.object_io import ByteRange, read_ranges
 from lakelog.pipeline.planning import KeyState, keep_record
-from lakelog.pipeline.records import Record, RecordDecodeError, decode_batch
+from lakelog.pipeline.record_decode import Record, RecordDecodeError, decode_batch
 from lakelog.util.errors import ErrorCode
 
 MAX_KEYS = 2_000_000

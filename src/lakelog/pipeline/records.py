@@ -18,16 +18,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 
-from lakelog.log.protocol.record_reader import decompress
-from lakelog.log.protocol.records import (
-    ATTRIBUTES_OFFSET,
-    HEADER_SIZE,
-    InvalidBatch,
-    read_header,
+from lakelog.log.protocol.records import read_header
+from lakelog.pipeline.record_decode import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    Record,
+    RecordDecodeError,
+    batch_body,
+    decode_batch,
+    varint,
 )
 
 __all__ = [
@@ -42,8 +44,6 @@ __all__ = [
     "repeated_string",
 ]
 
-CREATE_TIME = 0
-LOG_APPEND_TIME = 1
 
 HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 """Kafka record headers as Spark's Kafka source types them: array<struct<key, value>>."""
@@ -59,67 +59,6 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 """What `RecordColumns.to_arrow` returns: timestamps in ms since the epoch, as on the wire."""
-
-
-class RecordDecodeError(ValueError):
-    """The batch bytes are not a well-formed, intact v2 record batch."""
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    offset: int
-    timestamp: int
-    """ms since the epoch (the append time on LogAppendTime topics)."""
-    timestamp_type: int
-    """0 CreateTime, 1 LogAppendTime."""
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint; IndexError past the end (callers turn it into RecordDecodeError)."""
-    byte = buf[pos]
-    pos += 1
-    if byte < 0x80:
-        return (byte >> 1) ^ -(byte & 1), pos
-    raw = byte & 0x7F
-    shift = 7
-    while True:
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordDecodeError("varint longer than 10 bytes")
-
-
-def _body(batch: bytes | memoryview, verify_crc: bool) -> tuple[bytes, int, int, int, int]:
-    """(decompressed records, records count, base timestamp, max timestamp, attributes)."""
-    if len(batch) < HEADER_SIZE:
-        raise RecordDecodeError(f"batch of {len(batch)} bytes is shorter than its header")
-    header = read_header(batch)
-    if header.magic != 2:
-        raise RecordDecodeError(f"magic {header.magic} batches are not supported")
-    if header.size != len(batch):
-        raise RecordDecodeError(f"batch length {header.size} but {len(batch)} bytes stored")
-    if verify_crc and crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
-        raise RecordDecodeError("CRC mismatch")
-    try:
-        body = decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:]))
-    except (ValueError, InvalidBatch) as exc:
-        raise RecordDecodeError(f"cannot decompress: {exc}") from exc
-    except Exception as exc:  # cramjam raises its own error types
-        raise RecordDecodeError(f"cannot decompress: {exc}") from exc
-    return (
-        body,
-        header.records_count,
-        header.base_timestamp,
-        header.max_timestamp,
-        header.attributes,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +116,7 @@ class RecordColumns:
         Raises RecordDecodeError on corrupt input (and on a CRC mismatch if `verify_crc`);
         `to_arrow` checks the fields inside each record.
         """
-        body, count, base_timestamp, _max_ts, attributes = _body(batch, verify_crc)
+        body, count, base_timestamp, _max_ts, attributes = batch_body(batch, verify_crc)
         header = read_header(batch)
         if base_offset is None:
             base_offset = header.base_offset
@@ -210,7 +149,7 @@ class RecordColumns:
                 if raw >= 0:
                     length = (raw >> 1) ^ -(raw & 1)
                 else:
-                    length, pos = _varint(body, pos)
+                    length, pos = varint(body, pos)
                 record_end = pos + length
                 if length < 0 or record_end > size:
                     raise RecordDecodeError("record length out of bounds")
@@ -451,12 +390,12 @@ def _headers(
         for i in with_headers.tolist():
             at = int(pos[i])
             for _h in range(int(counts[i])):
-                name_len, at = _varint(body, at)
+                name_len, at = varint(body, at)
                 if name_len < 0:
                     raise RecordDecodeError("null header key")
                 names.append(body[at : at + name_len].decode("utf-8", "replace").encode())
                 at += name_len
-                value_len, at = _varint(body, at)
+                value_len, at = varint(body, at)
                 if value_len < 0:
                     values.append(None)
                 else:
@@ -474,18 +413,3 @@ def _headers(
         fields=list(HEADER_TYPE.value_type),
     )
     return pa.ListArray.from_arrays(numpy_array(offsets, pa.int32()), entries, type=HEADER_TYPE)
-
-
-def decode_batch(
-    batch: bytes | memoryview,
-    *,
-    base_offset: int | None = None,
-    log_append_time: int = -1,
-    verify_crc: bool = True,
-) -> list[Record]:
-    """Every record of one v2 batch (see `RecordColumns.add_batch` for the arguments)."""
-    columns = RecordColumns()
-    columns.add_batch(
-        batch, base_offset=base_offset, log_append_time=log_append_time, verify_crc=verify_crc
-    )
-    return list(columns.records())

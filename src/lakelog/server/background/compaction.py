@@ -40,7 +40,7 @@ from lakelog.pipeline.planning import (
     first_uncleanable_offset,
     needs_compaction,
 )
-from lakelog.pipeline.records import RecordDecodeError
+from lakelog.pipeline.record_decode import RecordDecodeError
 from lakelog.server.cluster.outage import log_failure
 from lakelog.util import metrics
 from lakelog.util.errors import ErrorCode
