@@ -1,0 +1,75 @@
+"""`lakelog serve`'s schema registry: on by default on loopback at the listener's port +
+1001 (next to /metrics at + 1000), moved to a free port with a warning when that one is
+taken (nobody asked for it, so it never keeps the broker from starting), an error when a
+chosen address is taken, and announced in the log with its URL."""
+
+from __future__ import annotations
+
+import logging
+
+from lakelog.cli.common import UserError, describe
+from lakelog.cli.console.server import EmbeddedConsole, bind
+from lakelog.config import Settings, split_host_port
+from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.registry.app import build_app
+from lakelog.registry.service import RegistryLimits, SchemaRegistry
+
+log = logging.getLogger("lakelog.serve")
+
+DEFAULT_REGISTRY_OFFSET = 1001
+"""An unset `schema_registry_listen` serves on 127.0.0.1 at the listener's port + this
+(10093 for 9092), beside /metrics at + 1000."""
+BODY_SLACK = 65_536
+
+
+def default_registry_listen(listen: str) -> str:
+    _, port = split_host_port(listen)
+    wanted = port + DEFAULT_REGISTRY_OFFSET if port else 0
+    return f"127.0.0.1:{wanted if wanted <= 65535 else 0}"
+
+
+def registry_app_for(settings: Settings, coordinator: BatchCoordinator) -> object:
+    limits = RegistryLimits(
+        max_schema_bytes=settings.schema_registry_max_schema_bytes,
+        max_subjects=settings.schema_registry_max_subjects,
+        max_versions=settings.schema_registry_max_versions,
+    )
+    max_body = 2 * settings.schema_registry_max_schema_bytes + BODY_SLACK
+    return build_app(SchemaRegistry(coordinator, limits), max_body)
+
+
+async def start_registry(
+    settings: Settings, coordinator: BatchCoordinator
+) -> EmbeddedConsole | None:
+    """The registry serving inside the broker's loop (None when turned off)."""
+    wanted = settings.schema_registry_listen
+    if wanted == "":
+        log.info("no schema registry (--schema-registry-listen is empty)")
+        return None
+    if wanted is None:
+        default = default_registry_listen(settings.listen)
+        try:
+            sock = bind(default)
+        except OSError as exc:
+            sock = bind("127.0.0.1:0")
+            log.warning(
+                "cannot serve the schema registry on %s (%s): serving it on port %d instead "
+                "(--schema-registry-listen HOST:PORT chooses, '' turns it off)",
+                default,
+                describe(exc),
+                sock.getsockname()[1],
+            )
+    else:
+        try:
+            sock = bind(wanted)
+        except OSError as exc:
+            raise UserError(
+                f"cannot listen on {wanted} (--schema-registry-listen): {describe(exc)}"
+            ) from exc
+    host, port = sock.getsockname()[:2]
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    server = EmbeddedConsole(registry_app_for(settings, coordinator), sock)  # type: ignore[arg-type]
+    log.info("schema registry at http://%s:%d", shown, port)
+    return server
