@@ -118,7 +118,9 @@ class _Check:
             return
         self._enum(reader, writer, path)
         self._bounds(reader, writer, path)
-        if "properties" in reader or "properties" in writer or "required" in reader:
+        if any(k in reader for k in ("properties", "required", "additionalProperties")) or (
+            "properties" in writer
+        ):
             self._object(reader, writer, path, depth)
         if "items" in reader and isinstance(reader["items"], dict | bool):
             witems = writer.get("items", True)
