@@ -7,9 +7,9 @@ import importlib
 import json
 import sys
 import time
-import uuid
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType

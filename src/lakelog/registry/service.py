@@ -37,8 +37,9 @@ class RegistryLimits:
     max_subjects: int = 10_000
     max_versions: int = 1_000
     max_references: int = 100
-    """References in all, counting those of references (a schema's whole tree)."""
+    """References one schema names directly."""
     max_reference_depth: int = 16
+    """How deep a tree of references may go (a schema naming one naming one...)."""
     default_compatibility: str = "BACKWARD"
     parsed_cache: int = 1_000
 
@@ -93,6 +94,8 @@ class SchemaRegistry:
         self.coordinator = coordinator
         self.limits = limits
         self._parsed: OrderedDict[int, ParsedSchema] = OrderedDict()
+        self._heights: dict[int, int] = {}
+        """How deep each cached schema's tree of references goes (0: none)."""
 
     # -- parsing
 
@@ -131,18 +134,14 @@ class SchemaRegistry:
         return FORMATS[kind.upper()], text, tuple(refs)
 
     async def _references(
-        self, refs: Sequence[SchemaReference], depth: int, budget: list[int]
+        self, refs: Sequence[SchemaReference]
     ) -> tuple[dict[str, ParsedSchema], tuple[SchemaReference, ...]]:
         """The referenced schemas, parsed, by name; and the references with "latest" (-1)
-        resolved to the version it names now."""
-        if depth > self.limits.max_reference_depth:
-            raise InvalidSchema(f"references nest deeper than {self.limits.max_reference_depth}")
+        resolved to the version it names now. A tree of references deeper than the cap is
+        refused (a cycle cannot form: a reference names a version that exists already)."""
         found: dict[str, ParsedSchema] = {}
         resolved: list[SchemaReference] = []
         for ref in refs:
-            budget[0] -= 1
-            if budget[0] < 0:
-                raise InvalidSchema(f"more than {self.limits.max_references} references in all")
             versions = [
                 v
                 for v in await self.coordinator.registry_subject_versions(ref.subject)
@@ -158,26 +157,36 @@ class SchemaRegistry:
                     f"reference {ref.name!r}: subject {ref.subject!r} version {ref.version}"
                     " not found"
                 )
-            found[ref.name] = await self._parsed_by_id(match[0].schema_id, depth + 1, budget)
+            schema_id = match[0].schema_id
+            found[ref.name] = await self._parsed_by_id(schema_id)
+            if self._heights[schema_id] + 1 > self.limits.max_reference_depth:
+                raise InvalidSchema(
+                    f"references nest deeper than {self.limits.max_reference_depth}"
+                )
             resolved.append(SchemaReference(ref.name, ref.subject, match[0].version))
         return found, tuple(resolved)
 
-    async def _parsed_by_id(
-        self, schema_id: int, depth: int = 0, budget: list[int] | None = None
-    ) -> ParsedSchema:
+    async def _parsed_by_id(self, schema_id: int) -> ParsedSchema:
         cached = self._parsed.get(schema_id)
         if cached is not None:
             self._parsed.move_to_end(schema_id)
             return cached
         stored = await self._stored(schema_id)
-        refs, _ = await self._references(
-            stored.references, depth, budget if budget is not None else [self.limits.max_references]
-        )
+        refs, resolved = await self._references(stored.references)
+        ids = [(await self._ref_id(r)) for r in resolved]
         parsed = FORMATS[stored.schema_type].parse(stored.schema, refs)
         self._parsed[schema_id] = parsed
+        self._heights[schema_id] = max((self._heights.get(i, 0) + 1 for i in ids), default=0)
         while len(self._parsed) > self.limits.parsed_cache:
-            self._parsed.popitem(last=False)
+            evicted, _ = self._parsed.popitem(last=False)
+            self._heights.pop(evicted, None)
         return parsed
+
+    async def _ref_id(self, ref: SchemaReference) -> int:
+        for v in await self.coordinator.registry_subject_versions(ref.subject):
+            if v.version == ref.version:
+                return v.schema_id
+        raise InvalidSchema(f"reference {ref.name!r} not found")
 
     async def _stored(self, schema_id: int) -> StoredSchema:
         found = await self.coordinator.registry_schemas([schema_id])
@@ -189,7 +198,7 @@ class SchemaRegistry:
         self, body: Any
     ) -> tuple[SchemaFormat, ParsedSchema, tuple[SchemaReference, ...], str]:
         fmt, text, refs = self._request_schema(body)
-        found, resolved = await self._references(refs, 0, [self.limits.max_references])
+        found, resolved = await self._references(refs)
         parsed = fmt.parse(text, found)
         digest = hashlib.sha256(
             json.dumps([fmt.name, parsed.identity, refs_json(resolved)]).encode()

@@ -21,80 +21,90 @@ def obj(props: dict[str, Any], closed: bool = False, **extra: Any) -> dict[str, 
     return schema
 
 
-S, I, N = {"type": "string"}, {"type": "integer"}, {"type": "number"}
+STR, INT, NUM = {"type": "string"}, {"type": "integer"}, {"type": "number"}
 
 PAIRS: list[tuple[str, Any, Any, bool]] = [
-    ("same", obj({"a": S}), obj({"a": S}), True),
-    ("integer widened to number", I, N, True),
-    ("number narrowed to integer", N, I, False),
-    ("type changed", S, I, False),
-    ("type widened to a list", S, {"type": ["string", "null"]}, True),
-    ("type list narrowed", {"type": ["string", "null"]}, S, False),
-    ("type constraint added", {}, S, False),
-    ("type constraint removed", S, {}, True),
-    ("property added to a closed model", obj({"a": S}, True), obj({"a": S, "b": I}, True), True),
-    ("property added to an open model", obj({"a": S}), obj({"a": S, "b": I}), False),
+    ("same", obj({"a": STR}), obj({"a": STR}), True),
+    ("integer widened to number", INT, NUM, True),
+    ("number narrowed to integer", NUM, INT, False),
+    ("type changed", STR, INT, False),
+    ("type widened to a list", STR, {"type": ["string", "null"]}, True),
+    ("type list narrowed", {"type": ["string", "null"]}, STR, False),
+    ("type constraint added", {}, STR, False),
+    ("type constraint removed", STR, {}, True),
+    (
+        "property added to a closed model",
+        obj({"a": STR}, True),
+        obj({"a": STR, "b": INT}, True),
+        True,
+    ),
+    ("property added to an open model", obj({"a": STR}), obj({"a": STR, "b": INT}), False),
     (
         "property with an empty schema added to an open model",
-        obj({"a": S}),
-        obj({"a": S, "b": {}}),
+        obj({"a": STR}),
+        obj({"a": STR, "b": {}}),
         True,
     ),
-    ("property removed from an open model", obj({"a": S, "b": I}), obj({"a": S}), True),
+    ("property removed from an open model", obj({"a": STR, "b": INT}), obj({"a": STR}), True),
     (
         "property removed from a closed model",
-        obj({"a": S, "b": I}, True),
-        obj({"a": S}, True),
+        obj({"a": STR, "b": INT}, True),
+        obj({"a": STR}, True),
         False,
     ),
-    ("closed model opened", obj({"a": S}, True), obj({"a": S}), True),
-    ("open model closed", obj({"a": S}), obj({"a": S}, True), False),
-    ("property type changed", obj({"a": S}), obj({"a": I}), False),
-    ("property type widened", obj({"a": I}), obj({"a": N}), True),
-    ("required added", obj({"a": S}), obj({"a": S}, required=["a"]), False),
+    ("closed model opened", obj({"a": STR}, True), obj({"a": STR}), True),
+    ("open model closed", obj({"a": STR}), obj({"a": STR}, True), False),
+    ("property type changed", obj({"a": STR}), obj({"a": INT}), False),
+    ("property type widened", obj({"a": INT}), obj({"a": NUM}), True),
+    ("required added", obj({"a": STR}), obj({"a": STR}, required=["a"]), False),
     (
         "required added with a default",
-        obj({"a": S}),
-        obj({"a": {**S, "default": ""}}, required=["a"]),
+        obj({"a": STR}),
+        obj({"a": {**STR, "default": ""}}, required=["a"]),
         True,
     ),
-    ("required removed", obj({"a": S}, required=["a"]), obj({"a": S}), True),
+    ("required removed", obj({"a": STR}, required=["a"]), obj({"a": STR}), True),
     ("enum value added", {"enum": ["x", "y"]}, {"enum": ["x", "y", "z"]}, True),
     ("enum value removed", {"enum": ["x", "y", "z"]}, {"enum": ["x", "y"]}, False),
-    ("enum added", S, {**S, "enum": ["x"]}, False),
-    ("enum removed", {**S, "enum": ["x"]}, S, True),
-    ("maxLength increased", {**S, "maxLength": 5}, {**S, "maxLength": 10}, True),
-    ("maxLength decreased", {**S, "maxLength": 10}, {**S, "maxLength": 5}, False),
-    ("minimum decreased", {**I, "minimum": 5}, {**I, "minimum": 0}, True),
-    ("minimum increased", {**I, "minimum": 0}, {**I, "minimum": 5}, False),
-    ("pattern added", S, {**S, "pattern": "^a"}, False),
-    ("pattern removed", {**S, "pattern": "^a"}, S, True),
-    ("array items widened", {"type": "array", "items": I}, {"type": "array", "items": N}, True),
-    ("array items changed", {"type": "array", "items": I}, {"type": "array", "items": S}, False),
-    ("oneOf branch added", {"oneOf": [S, I]}, {"oneOf": [S, I, {"type": "boolean"}]}, True),
-    ("oneOf branch removed", {"oneOf": [S, I]}, {"oneOf": [S]}, False),
+    ("enum added", STR, {**STR, "enum": ["x"]}, False),
+    ("enum removed", {**STR, "enum": ["x"]}, STR, True),
+    ("maxLength increased", {**STR, "maxLength": 5}, {**STR, "maxLength": 10}, True),
+    ("maxLength decreased", {**STR, "maxLength": 10}, {**STR, "maxLength": 5}, False),
+    ("minimum decreased", {**INT, "minimum": 5}, {**INT, "minimum": 0}, True),
+    ("minimum increased", {**INT, "minimum": 0}, {**INT, "minimum": 5}, False),
+    ("pattern added", STR, {**STR, "pattern": "^a"}, False),
+    ("pattern removed", {**STR, "pattern": "^a"}, STR, True),
+    ("array items widened", {"type": "array", "items": INT}, {"type": "array", "items": NUM}, True),
+    (
+        "array items changed",
+        {"type": "array", "items": INT},
+        {"type": "array", "items": STR},
+        False,
+    ),
+    ("oneOf branch added", {"oneOf": [STR, INT]}, {"oneOf": [STR, INT, {"type": "boolean"}]}, True),
+    ("oneOf branch removed", {"oneOf": [STR, INT]}, {"oneOf": [STR]}, False),
     (
         "local reference, same target",
-        {"$defs": {"x": S}, "$ref": "#/$defs/x"},
-        {"$defs": {"x": S}, "$ref": "#/$defs/x"},
+        {"$defs": {"x": STR}, "$ref": "#/$defs/x"},
+        {"$defs": {"x": STR}, "$ref": "#/$defs/x"},
         True,
     ),
     (
         "local reference, target changed",
-        {"$defs": {"x": S}, "$ref": "#/$defs/x"},
-        {"$defs": {"x": I}, "$ref": "#/$defs/x"},
+        {"$defs": {"x": STR}, "$ref": "#/$defs/x"},
+        {"$defs": {"x": INT}, "$ref": "#/$defs/x"},
         False,
     ),
     (
         "additionalProperties schema widened",
-        {"type": "object", "additionalProperties": I},
-        {"type": "object", "additionalProperties": N},
+        {"type": "object", "additionalProperties": INT},
+        {"type": "object", "additionalProperties": NUM},
         True,
     ),
     (
         "additionalProperties schema narrowed",
-        {"type": "object", "additionalProperties": N},
-        {"type": "object", "additionalProperties": I},
+        {"type": "object", "additionalProperties": NUM},
+        {"type": "object", "additionalProperties": INT},
         False,
     ),
 ]
@@ -113,11 +123,11 @@ def test_rules(writer: Any, reader: Any, readable: bool) -> None:
 
 
 def test_levels() -> None:
-    v1, v2 = parse(obj({"a": S}, True)), parse(obj({"a": S, "b": I}, True))
+    v1, v2 = parse(obj({"a": STR}, True)), parse(obj({"a": STR, "b": INT}, True))
     assert incompatibilities(JSON_SCHEMA, "BACKWARD", v2, [v1]) == []
     assert incompatibilities(JSON_SCHEMA, "FORWARD", v2, [v1]) != []
     assert incompatibilities(JSON_SCHEMA, "FULL", v2, [v1]) != []
-    assert incompatibilities(JSON_SCHEMA, "NONE", parse(I), [v1]) == []
+    assert incompatibilities(JSON_SCHEMA, "NONE", parse(INT), [v1]) == []
 
 
 def test_normalized_whitespace() -> None:

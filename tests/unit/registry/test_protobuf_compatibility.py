@@ -143,7 +143,8 @@ def test_rules(old: str, new: str, compatible: bool) -> None:
 def test_text_and_descriptor_are_one_schema() -> None:
     text = PROTOBUF.parse(
         proto(
-            'import "google/protobuf/timestamp.proto";\nmessage M { google.protobuf.Timestamp t = 1; }'
+            'import "google/protobuf/timestamp.proto";\n'
+            "message M { google.protobuf.Timestamp t = 1; }"
         ),
         {},
     )
