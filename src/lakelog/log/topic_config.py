@@ -45,6 +45,9 @@ VALIDATORS = {
     "message.timestamp.type": _choice(TIMESTAMP_TYPES),
     "cleanup.policy": _choice(CLEANUP_POLICIES),
     "delete.retention.ms": _int(0),
+    # Confluent Server's produce-time schema validation (see lakelog.registry.validation).
+    "confluent.key.schema.validation": _choice({"true", "false"}),
+    "confluent.value.schema.validation": _choice({"true", "false"}),
 }
 ACCEPTED = {
     "segment.bytes",
@@ -86,6 +89,8 @@ def defaults(settings: Settings) -> dict[str, str]:
         "segment.bytes": str(1024 * 1024 * 1024),
         "min.insync.replicas": "1",
         "compression.type": "producer",
+        "confluent.key.schema.validation": "false",
+        "confluent.value.schema.validation": "false",
     }
 
 
@@ -110,6 +115,8 @@ class EffectiveConfig:
     max_message_bytes: int
     timestamp_type: TimestampType
     cleanup_policy: str
+    key_schema_validation: bool = False
+    value_schema_validation: bool = False
 
 
 def effective(topic: TopicInfo, settings: Settings) -> EffectiveConfig:
@@ -122,4 +129,6 @@ def effective(topic: TopicInfo, settings: Settings) -> EffectiveConfig:
             merged["message.timestamp.type"], TimestampType.CREATE_TIME
         ),
         cleanup_policy=merged["cleanup.policy"].replace(" ", ""),
+        key_schema_validation=merged["confluent.key.schema.validation"] == "true",
+        value_schema_validation=merged["confluent.value.schema.validation"] == "true",
     )

@@ -24,6 +24,7 @@ from lakelog.log.fetch.waiter import CommitWaiter
 from lakelog.log.produce.wal_writer import CommittedObject, WalWriter
 from lakelog.log.storage.store import ObjectStorage
 from lakelog.mirror.manager import MirrorManager
+from lakelog.registry.validation import SubjectIds
 from lakelog.security.authorizer import Authorizer
 from lakelog.security.credentials import LoginCredentials
 from lakelog.security.listener import ListenerSecurity
@@ -92,6 +93,7 @@ class Broker:
         )
         self.storage = ObjectStorage.from_url(settings.resolved_storage_url)
         self.topics = TopicCache(self.coordinator)
+        self.schema_ids = SubjectIds(self.coordinator)
         self.authorizer = Authorizer(self.coordinator, settings)
         self.group_configs = GroupConfigs(self.coordinator, settings)
         self.cache = BatchCache(settings.fetch_cache_max_bytes)

@@ -1,0 +1,121 @@
+"""Produce-time schema validation (`confluent.value.schema.validation` and
+`confluent.key.schema.validation`): a record whose value (key) is not in the wire format
+with an id registered under `<topic>-value` (`-key`) is refused with INVALID_RECORD and a
+record error naming why; good records are stored. Through the wire (record_errors),
+confluent-kafka and kafka-python."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from e2e_fixtures import BrokerFactory
+from e2e_harness import BrokerProcess, create_topic, now_ms
+from e2e_wire import WireClient, record_batch, request_class
+from registry_support import consume
+
+pytestmark = pytest.mark.timeout(180)
+
+INVALID_RECORD = 87
+SCHEMA = json.dumps({"type": "record", "name": "V", "fields": [{"name": "n", "type": "int"}]})
+
+
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> BrokerProcess:
+    return broker_factory(registry=True)
+
+
+def setup(broker: BrokerProcess, configs: dict[str, str]) -> tuple[str, Any]:
+    topic = f"sv-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1, configs)
+    registry = SchemaRegistryClient({"url": broker.registry_url})
+    serializer = AvroSerializer(registry, SCHEMA)
+    return topic, serializer
+
+
+def wire_produce(broker: BrokerProcess, topic: str, batch: bytes) -> Any:
+    m = request_class(0, 9)
+    request = m.ProduceRequest(
+        transactional_id=None,
+        acks=m.i16(-1),
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(
+            m.TopicProduceData(
+                name=m.TopicName(topic),
+                partition_data=(m.PartitionProduceData(index=m.i32(0), records=batch),),
+            ),
+        ),
+    )
+    with WireClient(broker.port) as client:
+        response = client.request(0, 9, request)
+    return response.responses[0].partition_responses[0]
+
+
+def test_wire_record_errors(broker: BrokerProcess) -> None:
+    topic, serializer = setup(broker, {"confluent.value.schema.validation": "true"})
+    good = serializer({"n": 1}, SerializationContext(topic, MessageField.VALUE))
+    unknown = b"\x00" + (424242).to_bytes(4, "big") + good[5:]
+    answer = wire_produce(broker, topic, record_batch([good, b"plain", unknown, None], now_ms()))
+    assert int(answer.error_code) == INVALID_RECORD
+    errors = [(int(e.batch_index), e.batch_index_error_message) for e in answer.record_errors]
+    assert [i for i, _ in errors] == [1, 2, 3]
+    assert "wire format" in errors[0][1]
+    assert f"schema id 424242 is not registered under subject {topic}-value" in errors[1][1]
+    assert (
+        "4 record errors" not in answer.error_message and "3 record errors" in answer.error_message
+    )
+    stored = wire_produce(broker, topic, record_batch([good, good], now_ms()))
+    assert (int(stored.error_code), int(stored.base_offset)) == (0, 0)
+
+
+def test_confluent_kafka(broker: BrokerProcess) -> None:
+    topic, serializer = setup(
+        broker,
+        {"confluent.value.schema.validation": "true", "confluent.key.schema.validation": "false"},
+    )
+    good = serializer({"n": 7}, SerializationContext(topic, MessageField.VALUE))
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0, "linger.ms": 0})
+    reports: list[tuple[bytes, Any]] = []
+
+    def report(err: Any, msg: Any) -> None:
+        reports.append((msg.value(), None if err is None else err.code()))
+
+    for value in (good, b"not framed", b"\x00\x00\x0f\x42\x40rest"):
+        producer.produce(topic, value=value, key=b"any key", on_delivery=report)
+        producer.flush(30)
+    assert reports == [
+        (good, None),
+        (b"not framed", KafkaError.INVALID_RECORD),
+        (b"\x00\x00\x0f\x42\x40rest", KafkaError.INVALID_RECORD),
+    ]
+    assert consume(broker.bootstrap, topic, 1, lambda value, ctx: value) == [good]
+
+
+def test_kafka_python(broker: BrokerProcess) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidRecordError
+
+    topic, serializer = setup(broker, {"confluent.key.schema.validation": "true"})
+    key = serializer({"n": 1}, SerializationContext(topic, MessageField.KEY))
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0)
+    try:
+        # The key's schema was registered under <topic>-key: accepted, whatever the value.
+        producer.send(topic, key=key, value=b"free text").get(timeout=30)
+        with pytest.raises(InvalidRecordError):
+            producer.send(topic, key=b"plain key", value=b"v").get(timeout=30)
+    finally:
+        producer.close()
+
+
+def test_off_by_default(broker: BrokerProcess) -> None:
+    topic = f"sv-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1)
+    answer = wire_produce(broker, topic, record_batch([b"anything"], now_ms()))
+    assert int(answer.error_code) == 0
