@@ -231,6 +231,9 @@ class BrokerProcess:
                 )
             try:
                 api_versions_roundtrip(self.port, timeout=1.0)
+                if self.registry_port is not None:
+                    # The registry starts just after the Kafka listener.
+                    socket.create_connection((HOST, self.registry_port), timeout=1.0).close()
                 return
             except (OSError, BrokerError) as exc:
                 last = exc

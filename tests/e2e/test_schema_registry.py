@@ -1,6 +1,7 @@
 """The built-in schema registry through confluent-kafka: its SchemaRegistryClient and the
 Avro, JSON Schema and Protobuf serializers produce and consume through the broker that
-serves the registry; two brokers on one coordinator give the same ids."""
+serves the registry; two brokers on one coordinator give the same ids, and a restarted
+broker the same answers."""
 
 from __future__ import annotations
 
@@ -201,3 +202,10 @@ def test_two_brokers_give_the_same_ids(broker_factory: BrokerFactory, tmp_path: 
         assert json.loads(rb.get_schema(schema_id).schema_str)["name"] == f"R{i}"
         assert json.loads(ra.get_schema(schema_id).schema_str)["name"] == f"R{i}"
     assert ra.get_subjects() == rb.get_subjects() == [f"s{i}" for i in range(6)]
+    # A restarted broker answers the same at once (nothing lives in the broker).
+    b.restart()
+    fresh = client(b)
+    assert [json.loads(fresh.get_schema(i).schema_str)["name"] for i in ids] == [
+        f"R{i}" for i in range(6)
+    ]
+    assert fresh.get_subjects() == [f"s{i}" for i in range(6)]
