@@ -378,9 +378,9 @@ class SchemaRegistry:
             live = [v for v in versions if not v.deleted]
             if mode != "IMPORT":
                 level = await self.compatibility(subject)
-                earlier = [await self._parsed_by_id(v.schema_id) for v in live]
                 same = await self.coordinator.registry_find_schema(digest)
                 if same is None or all(v.schema_id != same for v in live):
+                    earlier = await self._earlier(level, live)
                     problems = incompatibilities(fmt, level, parsed, earlier)
                     if problems:
                         raise RegistryError(
@@ -409,6 +409,14 @@ class SchemaRegistry:
             raise _register_refused(outcome.outcome, subject, outcome.schema_id, self.limits)
         raise RegistryError(e.STORE_ERROR, "The subject kept changing; try again", 500)
 
+    async def _earlier(self, level: str, live: Sequence[SubjectVersion]) -> list[ParsedSchema]:
+        """The versions a check at `level` reads, parsed: every one for a transitive level,
+        the latest for the others, none for NONE."""
+        if level == "NONE":
+            return []
+        needed = live if level.endswith("_TRANSITIVE") else live[-1:]
+        return [await self._parsed_by_id(v.schema_id) for v in needed]
+
     async def _existing_id_matches(
         self, subject: str, body: Any, wanted_id: int
     ) -> dict[str, Any] | None:
@@ -433,7 +441,7 @@ class SchemaRegistry:
                 raise _subject_not_found(subject)
             against = [await self._version(subject, version, False)]
             level = level.removesuffix("_TRANSITIVE")
-        earlier = [await self._parsed_by_id(v.schema_id) for v in against]
+        earlier = await self._earlier(level, against)
         problems = incompatibilities(fmt, level, parsed, earlier)
         answer: dict[str, Any] = {"is_compatible": not problems}
         if verbose:
