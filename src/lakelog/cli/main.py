@@ -27,6 +27,7 @@ from lakelog.cli.options import (
     StorageUrlOption,
     build_settings,
 )
+from lakelog.cli.schemas import schemas_app
 from lakelog.cli.share_groups import share_groups
 from lakelog.cli.topics import topics_app
 from lakelog.cli.transactions import transactions_app
@@ -102,6 +103,11 @@ app.add_typer(
     help="List, describe and delete consumer groups; reset their offsets.",
 )
 app.add_typer(cluster_app, name="cluster", help="Inspect the brokers of the cluster.")
+app.add_typer(
+    schemas_app,
+    name="schemas",
+    help="List, describe, register and delete schemas in the schema registry.",
+)
 app.command("share-groups")(share_groups)
 app.command("configs", help="Describe or alter topic, broker and group configs.")(configs)
 app.command("acls", help="Add, remove and list ACLs (kafka-acls).")(acls)
