@@ -119,3 +119,57 @@ def test_off_by_default(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, topic, 1)
     answer = wire_produce(broker, topic, record_batch([b"anything"], now_ms()))
     assert int(answer.error_code) == 0
+
+
+def test_record_name_strategies(broker: BrokerProcess) -> None:
+    """RecordNameStrategy: the value's id must be registered under the record's full name
+    (as confluent-kafka's serializer with record_subject_name_strategy registers it);
+    TopicRecordNameStrategy: under `<topic>-<record name>`."""
+    from confluent_kafka.schema_registry import (
+        record_subject_name_strategy,
+        topic_record_subject_name_strategy,
+    )
+
+    registry = SchemaRegistryClient({"url": broker.registry_url})
+    for strategy, make in (
+        ("RecordNameStrategy", record_subject_name_strategy),
+        (
+            "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy",
+            topic_record_subject_name_strategy,
+        ),
+    ):
+        topic = f"sv-{uuid.uuid4().hex[:8]}"
+        create_topic(
+            broker.bootstrap,
+            topic,
+            1,
+            {
+                "confluent.value.schema.validation": "true",
+                "confluent.value.subject.name.strategy": strategy,
+            },
+        )
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        by_record = AvroSerializer(registry, SCHEMA, conf={"subject.name.strategy": make})
+        by_topic = AvroSerializer(registry, SCHEMA.replace('"V"', '"W"'))
+        good = by_record({"n": 1}, ctx)
+        other = by_topic({"n": 2}, ctx)  # registered under <topic>-value only
+        answer = wire_produce(broker, topic, record_batch([good, other], now_ms()))
+        assert int(answer.error_code) == INVALID_RECORD
+        (error,) = [(int(e.batch_index), e.batch_index_error_message) for e in answer.record_errors]
+        subject = "W" if strategy == "RecordNameStrategy" else f"{topic}-W"
+        other_id = int.from_bytes(other[1:5], "big")
+        why = f"value schema id {other_id} is not registered under subject {subject}"
+        assert error == (1, why)
+        assert int(wire_produce(broker, topic, record_batch([good], now_ms())).error_code) == 0
+
+
+def test_unknown_strategy_is_refused(broker: BrokerProcess) -> None:
+    from kafka.errors import InvalidConfigurationError
+
+    with pytest.raises(InvalidConfigurationError):
+        create_topic(
+            broker.bootstrap,
+            f"sv-{uuid.uuid4().hex[:8]}",
+            1,
+            {"confluent.value.subject.name.strategy": "MadeUpStrategy"},
+        )

@@ -36,6 +36,15 @@ def _choice(choices: set[str] | dict[str, object]) -> object:
     return check
 
 
+SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+
+
+def _strategy(value: str) -> str | None:
+    short = value.removeprefix(STRATEGY_PACKAGE)
+    return None if short in SUBJECT_STRATEGIES else f"must be one of {list(SUBJECT_STRATEGIES)}"
+
+
 # name -> validator; the configs that change behaviour here. Others Kafka knows are accepted
 # and stored so tools that set them keep working (listed in ACCEPTED).
 VALIDATORS = {
@@ -48,6 +57,8 @@ VALIDATORS = {
     # Confluent Server's produce-time schema validation (see lakelog.registry.validation).
     "confluent.key.schema.validation": _choice({"true", "false"}),
     "confluent.value.schema.validation": _choice({"true", "false"}),
+    "confluent.key.subject.name.strategy": _strategy,
+    "confluent.value.subject.name.strategy": _strategy,
 }
 ACCEPTED = {
     "segment.bytes",
@@ -91,6 +102,8 @@ def defaults(settings: Settings) -> dict[str, str]:
         "compression.type": "producer",
         "confluent.key.schema.validation": "false",
         "confluent.value.schema.validation": "false",
+        "confluent.key.subject.name.strategy": STRATEGY_PACKAGE + "TopicNameStrategy",
+        "confluent.value.subject.name.strategy": STRATEGY_PACKAGE + "TopicNameStrategy",
     }
 
 
@@ -117,6 +130,8 @@ class EffectiveConfig:
     cleanup_policy: str
     key_schema_validation: bool = False
     value_schema_validation: bool = False
+    key_subject_strategy: str = "TopicNameStrategy"
+    value_subject_strategy: str = "TopicNameStrategy"
 
 
 def effective(topic: TopicInfo, settings: Settings) -> EffectiveConfig:
@@ -131,4 +146,10 @@ def effective(topic: TopicInfo, settings: Settings) -> EffectiveConfig:
         cleanup_policy=merged["cleanup.policy"].replace(" ", ""),
         key_schema_validation=merged["confluent.key.schema.validation"] == "true",
         value_schema_validation=merged["confluent.value.schema.validation"] == "true",
+        key_subject_strategy=merged["confluent.key.subject.name.strategy"].removeprefix(
+            STRATEGY_PACKAGE
+        ),
+        value_subject_strategy=merged["confluent.value.subject.name.strategy"].removeprefix(
+            STRATEGY_PACKAGE
+        ),
     )

@@ -161,8 +161,10 @@ async def _validate(
                             ctx.broker.schema_ids,
                             topic.name,
                             record_prefixes(batch),
-                            config.key_schema_validation,
-                            config.value_schema_validation,
+                            config.key_subject_strategy if config.key_schema_validation else None,
+                            config.value_subject_strategy
+                            if config.value_schema_validation
+                            else None,
                         )
                         if refused:
                             _refuse_records(result, refused)
