@@ -173,3 +173,24 @@ def test_unknown_strategy_is_refused(broker: BrokerProcess) -> None:
             1,
             {"confluent.value.subject.name.strategy": "MadeUpStrategy"},
         )
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd", "snappy"])
+def test_compressed_batches(broker: BrokerProcess, codec: str) -> None:
+    topic, serializer = setup(broker, {"confluent.value.schema.validation": "true"})
+    good = serializer({"n": 3}, SerializationContext(topic, MessageField.VALUE))
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "retries": 0,
+            "linger.ms": 0,
+            "compression.type": codec,
+        }
+    )
+    reports: list[Any] = []
+    for value in (good, b"x" * 2000):
+        producer.produce(
+            topic, value=value, on_delivery=lambda err, msg: reports.append(err and err.code())
+        )
+        producer.flush(30)
+    assert reports == [None, KafkaError.INVALID_RECORD]
