@@ -154,6 +154,12 @@ class Settings(BaseSettings):
     listener's port + 1001 (10093 for 9092), or any free port when that one is taken (a
     warning says which); the URL is logged at start. Empty (`--schema-registry-listen ""`):
     no registry."""
+    schema_registry_auth: str = "none"
+    """`basic`: every registry request needs HTTP basic auth as a SCRAM user stored in the
+    coordinator (`lakelog configs --entity-type users` or Kafka's AlterUserScramCredentials
+    create them), and when
+    `authorizer_enabled` the ACLs decide what it may do (see docs/schema-registry.md).
+    `none`: no login, and no ACL checks either."""
     schema_registry_max_schema_bytes: int = 1_048_576
     """The largest schema text the registry accepts (42209 beyond it); a request body may be
     twice this plus 64 KiB (JSON escaping), and a larger one is refused unread (413)."""
@@ -532,6 +538,13 @@ class Settings(BaseSettings):
     def _metrics_address(cls, value: str | None) -> str | None:
         """Empty turns the endpoint off, so it is not an address to check."""
         return value if not value else check_host_port(value)
+
+    @field_validator("schema_registry_auth")
+    @classmethod
+    def _registry_auth(cls, value: str) -> str:
+        if value not in ("none", "basic"):
+            raise ValueError("none or basic")
+        return value
 
     @field_validator(
         "schema_registry_max_schema_bytes",

@@ -219,7 +219,7 @@ async def _serve(settings: Settings) -> None:
     tune_gc()
     announce(settings, f"{broker.host}:{broker.port}")
     try:
-        registry = await start_registry(settings, broker.coordinator)
+        registry = await start_registry(settings, broker.coordinator, broker.authorizer)
     except UserError:
         await broker.stop()
         if metrics_server is not None:

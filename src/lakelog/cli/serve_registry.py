@@ -11,8 +11,10 @@ from lakelog.cli.common import UserError, describe
 from lakelog.cli.console.server import EmbeddedConsole, bind
 from lakelog.config import Settings, split_host_port
 from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.registry.access import Access
 from lakelog.registry.app import build_app
 from lakelog.registry.service import RegistryLimits, SchemaRegistry
+from lakelog.security.authorizer import Authorizer
 
 log = logging.getLogger("lakelog.serve")
 
@@ -28,18 +30,23 @@ def default_registry_listen(listen: str) -> str:
     return f"127.0.0.1:{wanted if wanted <= 65535 else 0}"
 
 
-def registry_app_for(settings: Settings, coordinator: BatchCoordinator) -> object:
+def registry_app_for(
+    settings: Settings, coordinator: BatchCoordinator, authorizer: Authorizer | None
+) -> object:
     limits = RegistryLimits(
         max_schema_bytes=settings.schema_registry_max_schema_bytes,
         max_subjects=settings.schema_registry_max_subjects,
         max_versions=settings.schema_registry_max_versions,
     )
     max_body = 2 * settings.schema_registry_max_schema_bytes + BODY_SLACK
-    return build_app(SchemaRegistry(coordinator, limits), max_body)
+    basic = settings.schema_registry_auth == "basic"
+    # Without logins every request is ANONYMOUS: ACLs apply only to logged-in users.
+    access = Access(coordinator, authorizer if basic else None, basic)
+    return build_app(SchemaRegistry(coordinator, limits), max_body, access)
 
 
 async def start_registry(
-    settings: Settings, coordinator: BatchCoordinator
+    settings: Settings, coordinator: BatchCoordinator, authorizer: Authorizer | None = None
 ) -> EmbeddedConsole | None:
     """The registry serving inside the broker's loop (None when turned off)."""
     wanted = settings.schema_registry_listen
@@ -70,6 +77,6 @@ async def start_registry(
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     shown = f"[{host}]" if ":" in host else host
-    server = EmbeddedConsole(registry_app_for(settings, coordinator), sock)  # type: ignore[arg-type]
+    server = EmbeddedConsole(registry_app_for(settings, coordinator, authorizer), sock)  # type: ignore[arg-type]
     log.info("schema registry at http://%s:%d", shown, port)
     return server

@@ -17,8 +17,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from lakelog.registry import errors as e
+from lakelog.registry.access import Access
 from lakelog.registry.errors import RegistryError
 from lakelog.registry.service import FORMATS, SchemaRegistry, check_subject, parse_version
+from lakelog.security.acl import Operation
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,29 @@ def _schema_id(request: Request) -> int:
     return value
 
 
-def build_app(registry: SchemaRegistry, max_body_bytes: int) -> Starlette:
+def build_app(
+    registry: SchemaRegistry, max_body_bytes: int, access: Access | None = None
+) -> Starlette:
+    guard = access or Access(registry.coordinator, None, basic_auth=False)
+
+    def who(request: Request) -> tuple[str, str]:
+        return request.state.principal, request.client.host if request.client else ""
+
+    def need(request: Request, op: Operation) -> None:
+        """The request's subject needs `op`; without a subject, the global settings."""
+        principal, host = who(request)
+        subject = request.path_params.get("subject")
+        if subject is None:
+            guard.require_global(principal, host, op)
+        else:
+            guard.require(principal, host, subject, op)
+
+    async def need_schema(request: Request, schema_id: int) -> None:
+        principal, host = who(request)
+        usages = await registry.schema_usages(schema_id, True)
+        if not guard.any_subject(principal, host, {u.subject for u in usages}):
+            raise RegistryError(40301, f"User is denied access to schema {schema_id}", 403)
+
     async def body(request: Request) -> Any:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
@@ -69,6 +93,9 @@ def build_app(registry: SchemaRegistry, max_body_bytes: int) -> Starlette:
     def route(path: str, method: str, handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
             try:
+                request.state.principal = await guard.principal(
+                    request.headers.get("authorization")
+                )
                 if "subject" in request.path_params:
                     check_subject(request.path_params["subject"])
                 answer = await handler(request)
@@ -81,15 +108,24 @@ def build_app(registry: SchemaRegistry, max_body_bytes: int) -> Starlette:
                 return answer
             return _json(answer)
 
-        return Route(path, endpoint, methods=[method])
+        async def challenged(request: Request) -> Response:
+            response = await endpoint(request)
+            if response.status_code == 401:
+                response.headers["WWW-Authenticate"] = 'Basic realm="lakelog schema registry"'
+            return response
+
+        return Route(path, challenged if guard.basic_auth else endpoint, methods=[method])
 
     async def subject_versions(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
         return await registry.versions(request.path_params["subject"], _flag(request, "deleted"))
 
     async def register(request: Request) -> Any:
+        need(request, Operation.WRITE)
         return await registry.register(request.path_params["subject"], await body(request))
 
     async def get_version(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
         return await registry.get_version(
             request.path_params["subject"],
             parse_version(request.path_params["version"]),
@@ -102,21 +138,25 @@ def build_app(registry: SchemaRegistry, max_body_bytes: int) -> Starlette:
         return Response(answer["schema"], media_type=CONTENT_TYPE)
 
     async def referenced_by(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
         return await registry.referenced_by(
             request.path_params["subject"], parse_version(request.path_params["version"])
         )
 
     async def lookup(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
         return await registry.lookup(
             request.path_params["subject"], await body(request), _flag(request, "deleted")
         )
 
     async def delete_subject(request: Request) -> Any:
+        need(request, Operation.DELETE)
         return await registry.delete_subject(
             request.path_params["subject"], _flag(request, "permanent")
         )
 
     async def delete_version(request: Request) -> Any:
+        need(request, Operation.DELETE)
         return await registry.delete_version(
             request.path_params["subject"],
             parse_version(request.path_params["version"]),
@@ -124,22 +164,28 @@ def build_app(registry: SchemaRegistry, max_body_bytes: int) -> Starlette:
         )
 
     async def subjects(request: Request) -> Any:
-        return await registry.subjects(
+        principal, host = who(request)
+        found = await registry.subjects(
             _flag(request, "deleted"), request.query_params.get("subjectPrefix", "")
         )
+        return [s for s in found if guard.may(principal, host, s, Operation.DESCRIBE)]
 
     async def schema_by_id(request: Request) -> Any:
+        await need_schema(request, _schema_id(request))
         return await registry.schema_by_id(_schema_id(request), request.query_params.get("format"))
 
     async def schema_text(request: Request) -> Any:
+        await need_schema(request, _schema_id(request))
         answer = await registry.schema_by_id(_schema_id(request), None)
         return Response(answer["schema"], media_type=CONTENT_TYPE)
 
     async def schema_subjects(request: Request) -> Any:
+        await need_schema(request, _schema_id(request))
         usages = await registry.schema_usages(_schema_id(request), _flag(request, "deleted"))
         return sorted({u.subject for u in usages})
 
     async def schema_versions(request: Request) -> Any:
+        await need_schema(request, _schema_id(request))
         usages = await registry.schema_usages(_schema_id(request), _flag(request, "deleted"))
         return [{"subject": u.subject, "version": u.version} for u in usages]
 
@@ -153,23 +199,28 @@ def build_app(registry: SchemaRegistry, max_body_bytes: int) -> Starlette:
         return await registry.get_config(subject_of(request), _flag(request, "defaultToGlobal"))
 
     async def put_config(request: Request) -> Any:
+        need(request, Operation.ALTER_CONFIGS)
         return await registry.set_config(subject_of(request), await body(request))
 
     async def delete_config(request: Request) -> Any:
+        need(request, Operation.ALTER_CONFIGS)
         return await registry.delete_config(subject_of(request))
 
     async def get_mode(request: Request) -> Any:
         return await registry.get_mode(subject_of(request), _flag(request, "defaultToGlobal"))
 
     async def put_mode(request: Request) -> Any:
+        need(request, Operation.ALTER_CONFIGS)
         return await registry.set_mode(
             subject_of(request), await body(request), _flag(request, "force")
         )
 
     async def delete_mode(request: Request) -> Any:
+        need(request, Operation.ALTER_CONFIGS)
         return await registry.delete_mode(subject_of(request))
 
     async def compatibility(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
         raw = request.path_params.get("version")
         return await registry.check_compatibility(
             request.path_params["subject"],
