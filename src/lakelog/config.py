@@ -154,6 +154,9 @@ class Settings(BaseSettings):
     listener's port + 1001 (10093 for 9092), or any free port when that one is taken (a
     warning says which); the URL is logged at start. Empty (`--schema-registry-listen ""`):
     no registry."""
+    schema_registry_tls: bool = False
+    """Serve the schema registry over HTTPS with the listener's certificate and key
+    (`ssl_certificate_location`, `ssl_key_location`, `ssl_key_password`)."""
     schema_registry_auth: str = "none"
     """`basic`: every registry request needs HTTP basic auth as a SCRAM user stored in the
     coordinator (`lakelog configs --entity-type users` or Kafka's AlterUserScramCredentials

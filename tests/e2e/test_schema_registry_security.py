@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from e2e_fixtures import FAST_COMMITS, warn_tracebacks
 from e2e_harness import BrokerProcess
+from security_support import make_pki
 
 SCHEMA = json.dumps({"type": "record", "name": "O", "fields": [{"name": "a", "type": "int"}]})
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
@@ -132,3 +135,34 @@ def test_confluent_client_logs_in(broker: BrokerProcess) -> None:
     with pytest.raises(SchemaRegistryError) as refused:
         anonymous.get_subjects()
     assert refused.value.http_status_code == 401
+
+
+def test_https(tmp_path: Path) -> None:
+    """`schema_registry_tls`: HTTPS with the listener's certificate; clients trust its CA."""
+    pki = make_pki(tmp_path / "pki")
+    proc = BrokerProcess(
+        tmp_path / "data",
+        env={
+            **FAST_COMMITS,
+            "SSL_CERTIFICATE_LOCATION": pki.server_cert,
+            "SSL_KEY_LOCATION": pki.server_key,
+            "SCHEMA_REGISTRY_TLS": "true",
+        },
+        registry=True,
+        name="registry-tls",
+    )
+    proc.start()
+    try:
+        url = f"https://127.0.0.1:{proc.registry_port}"
+        client = SchemaRegistryClient({"url": url, "ssl.ca.location": str(pki.ca)})
+        schema_id = client.register_schema("tls-value", Schema('"long"', "AVRO"))
+        assert client.get_schema(schema_id).schema_str == '"long"'
+        tls = ssl.create_default_context(cafile=str(pki.ca))
+        with urllib.request.urlopen(f"{url}/subjects", timeout=30, context=tls) as response:
+            assert json.loads(response.read()) == ["tls-value"]
+        with pytest.raises(OSError):  # plain HTTP is not served (URLError or a reset)
+            urllib.request.urlopen(f"http://127.0.0.1:{proc.registry_port}/subjects", timeout=30)
+        assert "schema registry at https://" in proc.log_text()
+    finally:
+        proc.close()
+        warn_tracebacks(proc)

@@ -6,6 +6,7 @@ chosen address is taken, and announced in the log with its URL."""
 from __future__ import annotations
 
 import logging
+import ssl
 
 from lakelog.cli.common import UserError, describe
 from lakelog.cli.console.server import EmbeddedConsole, bind
@@ -73,10 +74,33 @@ async def start_registry(
             raise UserError(
                 f"cannot listen on {wanted} (--schema-registry-listen): {describe(exc)}"
             ) from exc
+    options: dict[str, object] = {}
+    if settings.schema_registry_tls:
+        if settings.ssl_certificate_location is None or settings.ssl_key_location is None:
+            sock.close()
+            raise UserError(
+                "schema_registry_tls needs ssl_certificate_location and ssl_key_location"
+            )
+        try:  # a bad file is one clear error here, not a failed task later
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                settings.ssl_certificate_location,
+                settings.ssl_key_location,
+                settings.ssl_key_password,
+            )
+        except (OSError, ssl.SSLError) as exc:
+            sock.close()
+            raise UserError(f"schema_registry_tls: {describe(exc)}") from exc
+        options = {
+            "ssl_certfile": str(settings.ssl_certificate_location),
+            "ssl_keyfile": str(settings.ssl_key_location),
+            "ssl_keyfile_password": settings.ssl_key_password,
+        }
+    scheme = "https" if options else "http"
     host, port = sock.getsockname()[:2]
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     shown = f"[{host}]" if ":" in host else host
-    server = EmbeddedConsole(registry_app_for(settings, coordinator, authorizer), sock)  # type: ignore[arg-type]
-    log.info("schema registry at http://%s:%d", shown, port)
+    app = registry_app_for(settings, coordinator, authorizer)
+    server = EmbeddedConsole(app, sock, **options)  # type: ignore[arg-type]
+    log.info("schema registry at %s://%s:%d", scheme, shown, port)
     return server
