@@ -93,6 +93,7 @@ class Broker:
         broker_id: int | None = None,
         rack: str | None = None,
         metrics: bool = False,
+        registry: bool = False,
     ) -> None:
         self.root = root
         self.name = name
@@ -103,6 +104,8 @@ class Broker:
         self.metrics = metrics
         self.port = 0
         self.metrics_port = 0
+        self.registry = registry
+        self.registry_port = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -125,6 +128,9 @@ class Broker:
         if self.metrics:
             self.metrics_port = free_port()
             cmd += ["--metrics-listen", f"127.0.0.1:{self.metrics_port}"]
+        if self.registry:
+            self.registry_port = free_port()
+            cmd += ["--schema-registry-listen", f"127.0.0.1:{self.registry_port}"]
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
                 cmd,

@@ -148,6 +148,28 @@ class Settings(BaseSettings):
     port + 1000 (10092 for 9092), or any free port when that one is taken (a warning says
     which); the address is logged at start and reported to `lakelog console` and `lakelog
     cost`. Empty (`--metrics-listen ""`): no endpoint."""
+    schema_registry_listen: str | None = None
+    """HOST:PORT for the built-in schema registry (Confluent Schema Registry's REST API,
+    stored in the coordinator, so every broker answers the same). Unset: 127.0.0.1 at the
+    listener's port + 1001 (10093 for 9092), or any free port when that one is taken (a
+    warning says which); the URL is logged at start. Empty (`--schema-registry-listen ""`):
+    no registry."""
+    schema_registry_tls: bool = False
+    """Serve the schema registry over HTTPS with the listener's certificate and key
+    (`ssl_certificate_location`, `ssl_key_location`, `ssl_key_password`)."""
+    schema_registry_auth: str = "none"
+    """`basic`: every registry request needs HTTP basic auth as a SCRAM user stored in the
+    coordinator (`lakelog configs --entity-type users` or Kafka's AlterUserScramCredentials
+    create them), and when
+    `authorizer_enabled` the ACLs decide what it may do (see docs/schema-registry.md).
+    `none`: no login, and no ACL checks either."""
+    schema_registry_max_schema_bytes: int = 1_048_576
+    """The largest schema text the registry accepts (42209 beyond it); a request body may be
+    twice this plus 64 KiB (JSON escaping), and a larger one is refused unread (413)."""
+    schema_registry_max_subjects: int = 10_000
+    """Subjects the registry holds at most; registering under a new one beyond is refused."""
+    schema_registry_max_versions: int = 1_000
+    """Versions (live and soft-deleted) one subject holds at most."""
     console_listen: str | None = None
     """HOST:PORT for the read-only web console inside this broker (`lakelog console`)."""
     console_command_config: Path | None = None
@@ -573,11 +595,29 @@ class Settings(BaseSettings):
     def _optional_address(cls, value: str | None) -> str | None:
         return None if value is None else check_host_port(value)
 
-    @field_validator("metrics_listen")
+    @field_validator("metrics_listen", "schema_registry_listen")
     @classmethod
     def _metrics_address(cls, value: str | None) -> str | None:
         """Empty turns the endpoint off, so it is not an address to check."""
         return value if not value else check_host_port(value)
+
+    @field_validator("schema_registry_auth")
+    @classmethod
+    def _registry_auth(cls, value: str) -> str:
+        if value not in ("none", "basic"):
+            raise ValueError("none or basic")
+        return value
+
+    @field_validator(
+        "schema_registry_max_schema_bytes",
+        "schema_registry_max_subjects",
+        "schema_registry_max_versions",
+    )
+    @classmethod
+    def _registry_cap(cls, value: int) -> int:
+        if not 1 <= value <= 1 << 30:
+            raise ValueError("between 1 and 2^30")
+        return value
 
     @field_validator(
         "supervisor_restart_backoff_ms",

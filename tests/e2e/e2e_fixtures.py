@@ -31,6 +31,7 @@ class BrokerFactory(Protocol):
         env: Mapping[str, object] | None = None,
         *,
         metrics: bool = False,
+        registry: bool = False,
         data_dir: Path | None = None,
         start: bool = True,
     ) -> BrokerProcess: ...
@@ -66,6 +67,7 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
         env: Mapping[str, object] | None = None,
         *,
         metrics: bool = False,
+        registry: bool = False,
         data_dir: Path | None = None,
         start: bool = True,
     ) -> BrokerProcess:
@@ -74,6 +76,7 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
             data_dir or tmp_path / f"data{index}",
             env={**FAST_COMMITS, **(env or {})},
             metrics=metrics,
+            registry=registry,
             name=f"broker{index}",
         )
         started.append(proc)

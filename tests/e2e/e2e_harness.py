@@ -133,12 +133,14 @@ class BrokerProcess:
         env: Mapping[str, object] | None = None,
         port: int | None = None,
         metrics: bool = False,
+        registry: bool = False,
         name: str = "broker",
     ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.metrics_port = free_port() if metrics else None
+        self.registry_port = free_port() if registry else None
         self.name = name
         self.env = dict(env or {})
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-{name}.log"
@@ -186,7 +188,14 @@ class BrokerProcess:
         # take a port another test just picked as free for its own broker.
         metrics = "" if self.metrics_port is None else f"{HOST}:{self.metrics_port}"
         cmd += ["--metrics-listen", metrics]
+        registry = "" if self.registry_port is None else f"{HOST}:{self.registry_port}"
+        cmd += ["--schema-registry-listen", registry]
         return cmd
+
+    @property
+    def registry_url(self) -> str:
+        """The schema registry's URL (a broker started with registry=True)."""
+        return f"http://{HOST}:{self.registry_port}"
 
     # -- lifecycle
     def start(self, ready_timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
@@ -222,6 +231,9 @@ class BrokerProcess:
                 )
             try:
                 api_versions_roundtrip(self.port, timeout=1.0)
+                if self.registry_port is not None:
+                    # The registry starts just after the Kafka listener.
+                    socket.create_connection((HOST, self.registry_port), timeout=1.0).close()
                 return
             except (OSError, BrokerError) as exc:
                 last = exc

@@ -27,6 +27,7 @@ from lakelog.cli.options import (
     StorageUrlOption,
     build_settings,
 )
+from lakelog.cli.schemas import schemas_app
 from lakelog.cli.share_groups import share_groups
 from lakelog.cli.topics import topics_app
 from lakelog.cli.transactions import transactions_app
@@ -102,6 +103,11 @@ app.add_typer(
     help="List, describe and delete consumer groups; reset their offsets.",
 )
 app.add_typer(cluster_app, name="cluster", help="Inspect the brokers of the cluster.")
+app.add_typer(
+    schemas_app,
+    name="schemas",
+    help="List, describe, register and delete schemas in the schema registry.",
+)
 app.command("share-groups")(share_groups)
 app.command("configs", help="Describe or alter topic, broker and group configs.")(configs)
 app.command("acls", help="Add, remove and list ACLs (kafka-acls).")(acls)
@@ -191,6 +197,7 @@ def _check_before_start(settings: Settings, brokers: int) -> None:
 async def _serve(settings: Settings) -> None:
     import lakelog.server.api  # noqa: F401  (registers the handlers)
     from lakelog.cli.serve_metrics import announce, start_metrics
+    from lakelog.cli.serve_registry import start_registry
     from lakelog.cli.web_console import start_console
     from lakelog.coordinator.migrate import SchemaTooNewError
     from lakelog.server.broker import Broker
@@ -214,14 +221,25 @@ async def _serve(settings: Settings) -> None:
         raise UserError(str(exc)) from exc
     tune_gc()
     announce(settings, f"{broker.host}:{broker.port}")
+    try:
+        registry = await start_registry(settings, broker.coordinator, broker.authorizer)
+    except UserError:
+        await broker.stop()
+        if metrics_server is not None:
+            metrics_server.close()
+        raise
     console = None
     if settings.console_listen:
         try:
             console = start_console(settings)
         except UserError:  # its login settings cannot work
+            if registry is not None:
+                await registry.stop()
             await broker.stop()
             raise
         except OSError as exc:
+            if registry is not None:
+                await registry.stop()
             await broker.stop()
             raise UserError(
                 f"cannot listen on {settings.console_listen} (--console-listen): {describe(exc)}"
@@ -233,6 +251,8 @@ async def _serve(settings: Settings) -> None:
     await stop.wait()
     if console is not None:
         await console.stop()
+    if registry is not None:
+        await registry.stop()
     await broker.stop()
     if metrics_server is not None:
         metrics_server.close()
@@ -264,6 +284,13 @@ def serve(
         str | None,
         typer.Option(help="HOST:PORT for the read-only web console (as `lakelog console`)."),
     ] = None,
+    schema_registry_listen: Annotated[
+        str | None,
+        typer.Option(
+            help="HOST:PORT for the schema registry (default: 127.0.0.1 at the --listen port "
+            "+ 1001; '' for none)."
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(help="Logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")
     ] = "INFO",
@@ -287,6 +314,7 @@ def serve(
         "coordinator_url": coordinator_url,
         "metrics_listen": metrics_listen,
         "console_listen": console_listen,
+        "schema_registry_listen": schema_registry_listen,
     }
     settings = build_settings(**given)
     racks = rack_list(settings.rack, brokers)

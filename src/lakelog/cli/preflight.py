@@ -45,8 +45,8 @@ def check_port_free(address: str, what: str) -> None:
 
 
 def check_ports(settings: Settings, count: int = 1) -> None:
-    """The client and /metrics ports of `count` brokers (ports counted up) are free and
-    distinct."""
+    """The client, /metrics, console and schema registry ports of `count` brokers (ports
+    counted up) are free and distinct."""
     wanted: dict[str, str] = {}
     for index in range(count):
         addresses = [(shifted(settings.listen, index), "--listen")]
@@ -54,6 +54,10 @@ def check_ports(settings: Settings, count: int = 1) -> None:
             addresses.append((shifted(settings.metrics_listen, index), "--metrics-listen"))
         if settings.console_listen:
             addresses.append((shifted(settings.console_listen, index), "--console-listen"))
+        if settings.schema_registry_listen:
+            addresses.append(
+                (shifted(settings.schema_registry_listen, index), "--schema-registry-listen")
+            )
         for address, what in addresses:
             if split_host_port(address)[1] == 0:
                 continue

@@ -66,6 +66,7 @@ from lakelog.coordinator.ops import (
     pipeline_runs,
     produce,
     read,
+    schema_registry,
     scram,
     share_groups,
     topics,
@@ -79,6 +80,13 @@ from lakelog.coordinator.pipeline_types import (
     MergeCommit,
     MergeCommitResult,
     PipelineRun,
+)
+from lakelog.coordinator.registry_types import (
+    RegisterOutcome,
+    RegisterSchema,
+    RegistryConfig,
+    StoredSchema,
+    SubjectVersion,
 )
 from lakelog.coordinator.scram_types import ScramCredentialInfo, StoredScramCredential
 from lakelog.coordinator.share_types import SharePartitionRow, SharePartitionWrite
@@ -630,3 +638,53 @@ class SqlBatchCoordinator(BatchCoordinator):
 
     async def pipeline_runs(self, limit: int) -> list[PipelineRun]:
         return await self._run("pipeline_runs", False, pipeline_runs.recent, limit)
+
+    # -- schema registry
+    async def registry_subjects(self, deleted: bool) -> list[str]:
+        return await self._run("registry_subjects", False, schema_registry.subjects, deleted)
+
+    async def registry_subject_versions(self, subject: str) -> list[SubjectVersion]:
+        return await self._run(
+            "registry_subject_versions", False, schema_registry.subject_versions, subject
+        )
+
+    async def registry_schemas(self, ids: Sequence[int]) -> list[StoredSchema]:
+        return await self._run("registry_schemas", False, schema_registry.schemas_by_id, ids)
+
+    async def registry_schema_usages(self, schema_id: int) -> list[SubjectVersion]:
+        return await self._run(
+            "registry_schema_usages", False, schema_registry.schema_usages, schema_id
+        )
+
+    async def registry_find_schema(self, fingerprint: str) -> int | None:
+        return await self._run(
+            "registry_find_schema", False, schema_registry.find_schema, fingerprint
+        )
+
+    async def registry_referenced_by(self, subject: str, version: int) -> list[int]:
+        return await self._run(
+            "registry_referenced_by", False, schema_registry.referenced_by, subject, version
+        )
+
+    async def registry_register(self, request: RegisterSchema) -> RegisterOutcome:
+        return await self._run("registry_register", True, schema_registry.register, request)
+
+    async def registry_delete_versions(
+        self, subject: str, versions: Sequence[int], permanent: bool
+    ) -> None:
+        await self._run(
+            "registry_delete_versions",
+            True,
+            schema_registry.delete_versions,
+            subject,
+            versions,
+            permanent,
+        )
+
+    async def registry_configs(self, subject: str) -> tuple[RegistryConfig, RegistryConfig]:
+        return await self._run("registry_configs", False, schema_registry.configs, subject)
+
+    async def registry_set_config(self, subject: str, field: str, value: str | None) -> None:
+        await self._run(
+            "registry_set_config", True, schema_registry.set_config, subject, field, value
+        )

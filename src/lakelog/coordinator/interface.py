@@ -44,6 +44,13 @@ if TYPE_CHECKING:
         MergeCommitResult,
         PipelineRun,
     )
+    from lakelog.coordinator.registry_types import (
+        RegisterOutcome,
+        RegisterSchema,
+        RegistryConfig,
+        StoredSchema,
+        SubjectVersion,
+    )
     from lakelog.coordinator.scram_types import ScramCredentialInfo, StoredScramCredential
     from lakelog.coordinator.txn_types import (
         DescribeProducersResult,
@@ -682,3 +689,46 @@ class BatchCoordinator(abc.ABC):
     @abc.abstractmethod
     async def pipeline_runs(self, limit: int) -> list[PipelineRun]:
         """The newest runs, newest first."""
+
+    # -- schema registry (see registry_types)
+    @abc.abstractmethod
+    async def registry_subjects(self, deleted: bool) -> list[str]:
+        """Subjects with a live version (`deleted`: with any version), sorted."""
+
+    @abc.abstractmethod
+    async def registry_subject_versions(self, subject: str) -> list[SubjectVersion]:
+        """Every version of the subject, live and soft-deleted, oldest first."""
+
+    @abc.abstractmethod
+    async def registry_schemas(self, ids: Sequence[int]) -> list[StoredSchema]:
+        """The stored schemas of those ids that exist."""
+
+    @abc.abstractmethod
+    async def registry_schema_usages(self, schema_id: int) -> list[SubjectVersion]:
+        """Every subject version (live and soft-deleted) naming the schema."""
+
+    @abc.abstractmethod
+    async def registry_find_schema(self, fingerprint: str) -> int | None:
+        """The id of the schema with this fingerprint, if one was ever registered."""
+
+    @abc.abstractmethod
+    async def registry_referenced_by(self, subject: str, version: int) -> list[int]:
+        """Ids of live schemas that refer to the subject's version."""
+
+    @abc.abstractmethod
+    async def registry_register(self, request: RegisterSchema) -> RegisterOutcome:
+        """Add a version to a subject (see `RegisterSchema`)."""
+
+    @abc.abstractmethod
+    async def registry_delete_versions(
+        self, subject: str, versions: Sequence[int], permanent: bool
+    ) -> None:
+        """Soft-delete (`permanent`: remove) the subject's versions."""
+
+    @abc.abstractmethod
+    async def registry_configs(self, subject: str) -> tuple[RegistryConfig, RegistryConfig]:
+        """(the global settings, the subject's own; '' names none)."""
+
+    @abc.abstractmethod
+    async def registry_set_config(self, subject: str, field: str, value: str | None) -> None:
+        """Set (None: unset) a subject's ('' global) "compatibility" or "mode"."""

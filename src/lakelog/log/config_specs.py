@@ -62,6 +62,14 @@ _LONG_MAX = str(2**63 - 1)
 TOPIC_SPECS: dict[str, ConfigSpec] = {
     "cleanup.policy": ConfigSpec(ConfigType.LIST, "delete", "log.cleanup.policy"),
     "compression.type": ConfigSpec(ConfigType.STRING, "producer", "compression.type"),
+    "confluent.key.schema.validation": ConfigSpec(ConfigType.BOOLEAN, "false"),
+    "confluent.value.schema.validation": ConfigSpec(ConfigType.BOOLEAN, "false"),
+    "confluent.key.subject.name.strategy": ConfigSpec(
+        ConfigType.STRING, "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+    ),
+    "confluent.value.subject.name.strategy": ConfigSpec(
+        ConfigType.STRING, "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+    ),
     "delete.retention.ms": ConfigSpec(
         ConfigType.LONG, "86400000", "log.cleaner.delete.retention.ms"
     ),

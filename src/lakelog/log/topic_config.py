@@ -44,6 +44,15 @@ def _choice(choices: set[str] | dict[str, object]) -> object:
     return check
 
 
+SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+
+
+def _strategy(value: str) -> str | None:
+    short = value.removeprefix(STRATEGY_PACKAGE)
+    return None if short in SUBJECT_STRATEGIES else f"must be one of {list(SUBJECT_STRATEGIES)}"
+
+
 # name -> validator; the configs that change behaviour here. Others Kafka knows are accepted
 # and stored so tools that set them keep working (listed in ACCEPTED).
 VALIDATORS = {
@@ -58,6 +67,11 @@ VALIDATORS = {
     "min.compaction.lag.ms": _int(0),
     "max.compaction.lag.ms": _int(1),
     "min.cleanable.dirty.ratio": _ratio,
+    # Confluent Server's produce-time schema validation (see lakelog.registry.validation).
+    "confluent.key.schema.validation": _choice({"true", "false"}),
+    "confluent.value.schema.validation": _choice({"true", "false"}),
+    "confluent.key.subject.name.strategy": _strategy,
+    "confluent.value.subject.name.strategy": _strategy,
 }
 ACCEPTED = {
     "min.insync.replicas",
@@ -98,6 +112,10 @@ def defaults(settings: Settings) -> dict[str, str]:
         "min.cleanable.dirty.ratio": "0.5",
         "min.insync.replicas": "1",
         "compression.type": "producer",
+        "confluent.key.schema.validation": "false",
+        "confluent.value.schema.validation": "false",
+        "confluent.key.subject.name.strategy": STRATEGY_PACKAGE + "TopicNameStrategy",
+        "confluent.value.subject.name.strategy": STRATEGY_PACKAGE + "TopicNameStrategy",
     }
 
 
@@ -122,6 +140,10 @@ class EffectiveConfig:
     max_message_bytes: int
     timestamp_type: TimestampType
     cleanup_policy: str
+    key_schema_validation: bool = False
+    value_schema_validation: bool = False
+    key_subject_strategy: str = "TopicNameStrategy"
+    value_subject_strategy: str = "TopicNameStrategy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,4 +180,12 @@ def effective(topic: TopicInfo, settings: Settings) -> EffectiveConfig:
             merged["message.timestamp.type"], TimestampType.CREATE_TIME
         ),
         cleanup_policy=merged["cleanup.policy"].replace(" ", ""),
+        key_schema_validation=merged["confluent.key.schema.validation"] == "true",
+        value_schema_validation=merged["confluent.value.schema.validation"] == "true",
+        key_subject_strategy=merged["confluent.key.subject.name.strategy"].removeprefix(
+            STRATEGY_PACKAGE
+        ),
+        value_subject_strategy=merged["confluent.value.subject.name.strategy"].removeprefix(
+            STRATEGY_PACKAGE
+        ),
     )

@@ -26,6 +26,7 @@ from lakelog.log.produce.wal_writer import CommittedObject, WalWriter
 from lakelog.log.storage.inline_store import InlineAwareStorage
 from lakelog.log.storage.store import ObjectStorage
 from lakelog.mirror.manager import MirrorManager
+from lakelog.registry.validation import SubjectIds
 from lakelog.security.authorizer import Authorizer
 from lakelog.security.credentials import LoginCredentials
 from lakelog.security.listener import ListenerSecurity
@@ -109,6 +110,7 @@ class Broker:
             else None
         )
         self.topics = TopicCache(self.coordinator)
+        self.schema_ids = SubjectIds(self.coordinator)
         self.authorizer = Authorizer(self.coordinator, settings)
         self.group_configs = GroupConfigs(self.coordinator, settings)
         self.cache = BatchCache(settings.fetch_cache_max_bytes)

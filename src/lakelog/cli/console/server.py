@@ -34,8 +34,14 @@ def bind(listen: str) -> socket.socket:
     return sock
 
 
-def _config(app: ASGIApp) -> uvicorn.Config:
-    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+def _config(app: ASGIApp, **options: object) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        **options,  # type: ignore[arg-type]
+    )
 
 
 def run(app: ASGIApp, sock: socket.socket) -> None:
@@ -51,10 +57,11 @@ class _Embedded(uvicorn.Server):
 
 
 class EmbeddedConsole:
-    """The console as a task of the broker's loop; `stop()` ends it."""
+    """The console (or another ASGI app, such as the schema registry) as a task of the
+    broker's loop; `stop()` ends it. `options` are uvicorn's (TLS files, for one)."""
 
-    def __init__(self, app: ASGIApp, sock: socket.socket) -> None:
-        self._server = _Embedded(_config(app))
+    def __init__(self, app: ASGIApp, sock: socket.socket, **options: object) -> None:
+        self._server = _Embedded(_config(app, **options))
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="console")
 
     async def stop(self) -> None:

@@ -16,8 +16,10 @@ from lakelog.coordinator.log_types import CommitBatchResult
 from lakelog.coordinator.mirror_types import READ_ONLY_ERROR
 from lakelog.log.produce.wal_writer import AppendRequest
 from lakelog.log.protocol.record_keys import keyless_record_indexes
+from lakelog.log.protocol.record_prefixes import record_prefixes
 from lakelog.log.protocol.records import InvalidBatch, split_batches, validate
 from lakelog.log.topic_config import effective
+from lakelog.registry.validation import invalid_records
 from lakelog.security.acl import Operation
 from lakelog.server.api import authz
 from lakelog.server.api.context import RequestContext, build
@@ -70,11 +72,16 @@ def _refuse_keyless(result: _PartitionOutcome, partition: str, keyless: Sequence
     INVALID_RECORD, one record error per keyless record of the batch (so a client can tell
     the bad records from their innocent neighbours), and a summary naming at most three."""
     why = f"Compacted topic cannot accept message without key in topic partition {partition}"
+    _refuse_records(result, [(index, why) for index in keyless])
+
+
+def _refuse_records(result: _PartitionOutcome, refused: Sequence[tuple[int, str]]) -> None:
+    """INVALID_RECORD with one record error per refused record and a summary."""
     result.error = ErrorCode.invalid_record
-    result.record_errors = [(index, why) for index in keyless]
-    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
+    result.record_errors = list(refused)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i, why in refused[:3])
     result.message = (
-        f"One or more records have been rejected due to {len(keyless)} record errors in total,"
+        f"One or more records have been rejected due to {len(refused)} record errors in total,"
         f" and only showing the first three errors at most: [{shown}]"
     )
 
@@ -154,6 +161,27 @@ async def _validate(
                                 part.index,
                                 ctx.peer,
                                 len(keyless),
+                            )
+                            break
+                    if config.key_schema_validation or config.value_schema_validation:
+                        refused = await invalid_records(
+                            ctx.broker.schema_ids,
+                            topic.name,
+                            record_prefixes(batch),
+                            config.key_subject_strategy if config.key_schema_validation else None,
+                            config.value_subject_strategy
+                            if config.value_schema_validation
+                            else None,
+                        )
+                        if refused:
+                            _refuse_records(result, refused)
+                            log.info(
+                                "rejecting produce to %s-%d from %s: %d records fail schema"
+                                " validation",
+                                topic.name,
+                                part.index,
+                                ctx.peer,
+                                len(refused),
                             )
                             break
                     batches.append(

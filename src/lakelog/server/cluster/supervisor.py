@@ -50,6 +50,10 @@ def child_args(
         "advertised": _shift(flags.get("advertised"), index),  # type: ignore[arg-type]
         "metrics_listen": _shift(flags.get("metrics_listen"), index),  # type: ignore[arg-type]
         "console_listen": _shift(flags.get("console_listen"), index),  # type: ignore[arg-type]
+        "schema_registry_listen": _shift(
+            flags.get("schema_registry_listen"),  # type: ignore[arg-type]
+            index,
+        ),
         "broker_id": int(flags.get("broker_id") or 0) + index,  # type: ignore[call-overload]
     }
     if racks is not None:

@@ -1,0 +1,271 @@
+"""Confluent Schema Registry's REST API as a Starlette app. Every answer is JSON of
+content type application/vnd.schemaregistry.v1+json; every failure is Confluent's error
+body, including bad JSON, a body over the size cap, unknown routes and a coordinator that
+does not answer (never a traceback)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from lakelog.registry import errors as e
+from lakelog.registry.access import Access
+from lakelog.registry.errors import RegistryError
+from lakelog.registry.service import FORMATS, SchemaRegistry, check_subject, parse_version
+from lakelog.security.acl import Operation
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+Handler = Callable[[Request], Awaitable[Any]]
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body), status, media_type=CONTENT_TYPE)
+
+
+def _error(exc: RegistryError) -> Response:
+    return _json(exc.body(), exc.status)
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").lower() == "true"
+
+
+def _schema_id(request: Request) -> int:
+    text = request.path_params["id"]
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 < value < 2**31:
+        raise RegistryError(e.SCHEMA_NOT_FOUND, f"Schema {text[:40]} not found")
+    return value
+
+
+def build_app(
+    registry: SchemaRegistry, max_body_bytes: int, access: Access | None = None
+) -> Starlette:
+    guard = access or Access(registry.coordinator, None, basic_auth=False)
+
+    def who(request: Request) -> tuple[str, str]:
+        return request.state.principal, request.client.host if request.client else ""
+
+    def need(request: Request, op: Operation) -> None:
+        """The request's subject needs `op`; without a subject, the global settings."""
+        principal, host = who(request)
+        subject = request.path_params.get("subject")
+        if subject is None:
+            guard.require_global(principal, host, op)
+        else:
+            guard.require(principal, host, subject, op)
+
+    async def need_schema(request: Request, schema_id: int) -> None:
+        principal, host = who(request)
+        usages = await registry.schema_usages(schema_id, True)
+        if not guard.any_subject(principal, host, {u.subject for u in usages}):
+            raise RegistryError(40301, f"User is denied access to schema {schema_id}", 403)
+
+    async def body(request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
+            raise RegistryError(413, f"Request body larger than {max_body_bytes} bytes", 413)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body_bytes:
+                raise RegistryError(413, f"Request body larger than {max_body_bytes} bytes", 413)
+            chunks.append(chunk)
+        try:
+            return json.loads(b"".join(chunks) or b"null")
+        except ValueError as exc:
+            raise RegistryError(400, f"Unexpected request body: {exc}", 400) from exc
+
+    def route(path: str, method: str, handler: Handler) -> Route:
+        async def endpoint(request: Request) -> Response:
+            try:
+                request.state.principal = await guard.principal(
+                    request.headers.get("authorization")
+                )
+                if "subject" in request.path_params:
+                    check_subject(request.path_params["subject"])
+                answer = await handler(request)
+            except RegistryError as exc:
+                return _error(exc)
+            except Exception:
+                log.exception("schema registry: %s %s failed", request.method, request.url.path)
+                return _error(RegistryError(e.STORE_ERROR, "Error in the backend data store", 500))
+            if isinstance(answer, Response):
+                return answer
+            return _json(answer)
+
+        async def challenged(request: Request) -> Response:
+            response = await endpoint(request)
+            if response.status_code == 401:
+                response.headers["WWW-Authenticate"] = 'Basic realm="lakelog schema registry"'
+            return response
+
+        return Route(path, challenged if guard.basic_auth else endpoint, methods=[method])
+
+    async def subject_versions(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
+        return await registry.versions(request.path_params["subject"], _flag(request, "deleted"))
+
+    async def register(request: Request) -> Any:
+        need(request, Operation.WRITE)
+        return await registry.register(request.path_params["subject"], await body(request))
+
+    async def get_version(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
+        return await registry.get_version(
+            request.path_params["subject"],
+            parse_version(request.path_params["version"]),
+            _flag(request, "deleted"),
+            request.query_params.get("format"),
+        )
+
+    async def get_version_schema(request: Request) -> Any:
+        answer = await get_version(request)
+        return Response(answer["schema"], media_type=CONTENT_TYPE)
+
+    async def referenced_by(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
+        return await registry.referenced_by(
+            request.path_params["subject"], parse_version(request.path_params["version"])
+        )
+
+    async def lookup(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
+        return await registry.lookup(
+            request.path_params["subject"], await body(request), _flag(request, "deleted")
+        )
+
+    async def delete_subject(request: Request) -> Any:
+        need(request, Operation.DELETE)
+        return await registry.delete_subject(
+            request.path_params["subject"], _flag(request, "permanent")
+        )
+
+    async def delete_version(request: Request) -> Any:
+        need(request, Operation.DELETE)
+        return await registry.delete_version(
+            request.path_params["subject"],
+            parse_version(request.path_params["version"]),
+            _flag(request, "permanent"),
+        )
+
+    async def subjects(request: Request) -> Any:
+        principal, host = who(request)
+        found = await registry.subjects(
+            _flag(request, "deleted"), request.query_params.get("subjectPrefix", "")
+        )
+        return [s for s in found if guard.may(principal, host, s, Operation.DESCRIBE)]
+
+    async def schema_by_id(request: Request) -> Any:
+        await need_schema(request, _schema_id(request))
+        return await registry.schema_by_id(_schema_id(request), request.query_params.get("format"))
+
+    async def schema_text(request: Request) -> Any:
+        await need_schema(request, _schema_id(request))
+        answer = await registry.schema_by_id(_schema_id(request), None)
+        return Response(answer["schema"], media_type=CONTENT_TYPE)
+
+    async def schema_subjects(request: Request) -> Any:
+        await need_schema(request, _schema_id(request))
+        usages = await registry.schema_usages(_schema_id(request), _flag(request, "deleted"))
+        return sorted({u.subject for u in usages})
+
+    async def schema_versions(request: Request) -> Any:
+        await need_schema(request, _schema_id(request))
+        usages = await registry.schema_usages(_schema_id(request), _flag(request, "deleted"))
+        return [{"subject": u.subject, "version": u.version} for u in usages]
+
+    async def schema_types(request: Request) -> Any:
+        return sorted(FORMATS)
+
+    def subject_of(request: Request) -> str:
+        return request.path_params.get("subject", "")
+
+    async def get_config(request: Request) -> Any:
+        return await registry.get_config(subject_of(request), _flag(request, "defaultToGlobal"))
+
+    async def put_config(request: Request) -> Any:
+        need(request, Operation.ALTER_CONFIGS)
+        return await registry.set_config(subject_of(request), await body(request))
+
+    async def delete_config(request: Request) -> Any:
+        need(request, Operation.ALTER_CONFIGS)
+        return await registry.delete_config(subject_of(request))
+
+    async def get_mode(request: Request) -> Any:
+        return await registry.get_mode(subject_of(request), _flag(request, "defaultToGlobal"))
+
+    async def put_mode(request: Request) -> Any:
+        need(request, Operation.ALTER_CONFIGS)
+        return await registry.set_mode(
+            subject_of(request), await body(request), _flag(request, "force")
+        )
+
+    async def delete_mode(request: Request) -> Any:
+        need(request, Operation.ALTER_CONFIGS)
+        return await registry.delete_mode(subject_of(request))
+
+    async def compatibility(request: Request) -> Any:
+        need(request, Operation.DESCRIBE)
+        raw = request.path_params.get("version")
+        return await registry.check_compatibility(
+            request.path_params["subject"],
+            None if raw is None else parse_version(raw),
+            await body(request),
+            _flag(request, "verbose"),
+        )
+
+    async def root(request: Request) -> Any:
+        return {}
+
+    routes = [
+        route("/", "GET", root),
+        route("/subjects", "GET", subjects),
+        route("/subjects/{subject}/versions", "GET", subject_versions),
+        route("/subjects/{subject}/versions", "POST", register),
+        route("/subjects/{subject}/versions/{version}", "GET", get_version),
+        route("/subjects/{subject}/versions/{version}", "DELETE", delete_version),
+        route("/subjects/{subject}/versions/{version}/schema", "GET", get_version_schema),
+        route("/subjects/{subject}/versions/{version}/referencedby", "GET", referenced_by),
+        route("/subjects/{subject}", "POST", lookup),
+        route("/subjects/{subject}", "DELETE", delete_subject),
+        route("/schemas/types", "GET", schema_types),
+        route("/schemas/ids/{id}", "GET", schema_by_id),
+        route("/schemas/ids/{id}/schema", "GET", schema_text),
+        route("/schemas/ids/{id}/subjects", "GET", schema_subjects),
+        route("/schemas/ids/{id}/versions", "GET", schema_versions),
+        route("/config", "GET", get_config),
+        route("/config", "PUT", put_config),
+        route("/config", "DELETE", delete_config),
+        route("/config/{subject}", "GET", get_config),
+        route("/config/{subject}", "PUT", put_config),
+        route("/config/{subject}", "DELETE", delete_config),
+        route("/mode", "GET", get_mode),
+        route("/mode", "PUT", put_mode),
+        route("/mode/{subject}", "GET", get_mode),
+        route("/mode/{subject}", "PUT", put_mode),
+        route("/mode/{subject}", "DELETE", delete_mode),
+        route("/compatibility/subjects/{subject}/versions", "POST", compatibility),
+        route("/compatibility/subjects/{subject}/versions/{version}", "POST", compatibility),
+    ]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "Internal Server Error"
+        return _json({"error_code": status, "message": f"HTTP {status} {detail}"}, status)
+
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
