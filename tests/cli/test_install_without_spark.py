@@ -59,6 +59,20 @@ def test_pip_install_brings_no_spark(serve_only_venv: Path) -> None:
     assert not names & SPARK_PACKAGES, sorted(names & SPARK_PACKAGES)
 
 
+def wait_answering(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until `serve` answers ApiVersions on `port` (failing with its log if it exits)."""
+
+    def up() -> bool:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            api_versions_roundtrip(port)
+            return True
+        except OSError:
+            return False
+
+    wait_until(up, 60, f"serve to answer on {port}", interval=0.3)
+
+
 def pipeline_runs(metrics_port: int) -> list[dict[str, object]]:
     url = f"http://{HOST}:{metrics_port}/pipeline-runs"
     with urllib.request.urlopen(url, timeout=10) as response:
@@ -73,16 +87,7 @@ def test_a_broker_without_spark_serves_clients_and_the_pipeline_says_what_to_ins
     data = tmp_path / "data"
     args = ["--listen", f"{HOST}:{port}", "--data-dir", str(data)]
     with serving(args, tmp_path, tmp_path / "serve.log", lakelog=lakelog) as proc:
-
-        def up() -> bool:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                api_versions_roundtrip(port)
-                return True
-            except OSError:
-                return False
-
-        wait_until(up, 60, "the broker installed without Spark to answer", interval=0.3)
+        wait_answering(port, proc, tmp_path / "serve.log")
         bootstrap = f"{HOST}:{port}"
         producer = Producer({"bootstrap.servers": bootstrap})
         for n in range(20):
@@ -128,16 +133,7 @@ def test_a_pipeline_job_without_java_says_so_in_one_line(tmp_path: Path) -> None
     data = tmp_path / "data"
     args = ["--listen", f"{HOST}:{port}", "--data-dir", str(data)]
     with serving(args, tmp_path, tmp_path / "serve.log") as proc:
-
-        def up() -> bool:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                api_versions_roundtrip(port)
-                return True
-            except OSError:
-                return False
-
-        wait_until(up, 60, "the broker to answer", interval=0.3)
+        wait_answering(port, proc, tmp_path / "serve.log")
         for java_home, expected in (
             (str(tmp_path / "no-jdk"), "no java was found on JAVA_HOME"),
             (None, "no java was found on PATH"),
