@@ -11,14 +11,12 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from lakelog.pipeline.planning import chunked, deletable, file_delete_cutoff
+from lakelog.server.background.hosts import StorageHost
 from lakelog.server.cluster.outage import log_failure
 from lakelog.util import metrics
 
 if TYPE_CHECKING:
-    from lakelog.config import Settings
-    from lakelog.coordinator.interface import BatchCoordinator
     from lakelog.log.fetch.cache import BatchCache
-    from lakelog.log.storage.store import ObjectStorage
 
 log = logging.getLogger(__name__)
 
@@ -26,15 +24,9 @@ FILES_PER_ROUND = 1000
 """Objects checked and deleted per round (S3 deletes up to 1000 keys per request)."""
 
 
-class CleanerHost(Protocol):
+class CleanerHost(StorageHost, Protocol):
     """What the file cleaner uses of the broker (the Broker is one)."""
 
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def coordinator(self) -> BatchCoordinator: ...
-    @property
-    def storage(self) -> ObjectStorage: ...
     @property
     def cache(self) -> BatchCache: ...
 

@@ -41,14 +41,13 @@ from lakelog.pipeline.planning import (
     needs_compaction,
 )
 from lakelog.pipeline.record_decode import RecordDecodeError
+from lakelog.server.background.hosts import BrokerWorkHost
 from lakelog.server.cluster.outage import log_failure
 from lakelog.util import metrics
 from lakelog.util.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from lakelog.config import Settings
-    from lakelog.coordinator.interface import BatchCoordinator
-    from lakelog.log.storage.store import ObjectStorage
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +63,8 @@ class LeaseLost(Exception):
     stalled past `compaction_lease_ms`): the pass stops, committing nothing."""
 
 
-class CompactionHost(Protocol):
+class CompactionHost(BrokerWorkHost, Protocol):
     """What the compaction loop uses of the broker (the Broker is one)."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def coordinator(self) -> BatchCoordinator: ...
-    @property
-    def storage(self) -> ObjectStorage: ...
-    @property
-    def broker_id(self) -> int: ...
 
 
 def _now_ms() -> int:

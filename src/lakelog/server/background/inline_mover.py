@@ -19,14 +19,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from lakelog.coordinator.log_types import InlineFile
 from lakelog.pipeline.inline_move import move_inline_files
+from lakelog.server.background.hosts import BrokerWorkHost
 from lakelog.server.cluster.outage import log_failure
 from lakelog.util import metrics
 
 if TYPE_CHECKING:
-    from lakelog.config import Settings
-    from lakelog.coordinator.interface import BatchCoordinator
     from lakelog.log.produce.inline_policy import InlinePolicy
-    from lakelog.log.storage.store import ObjectStorage
 
 log = logging.getLogger(__name__)
 
@@ -34,17 +32,9 @@ FILES_PER_PASS = 10_000
 """Inline files looked at per pass (the caps keep far fewer in the coordinator)."""
 
 
-class MoverHost(Protocol):
+class MoverHost(BrokerWorkHost, Protocol):
     """What the mover uses of the broker (the Broker is one)."""
 
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def coordinator(self) -> BatchCoordinator: ...
-    @property
-    def storage(self) -> ObjectStorage: ...
-    @property
-    def broker_id(self) -> int: ...
     @property
     def inline_policy(self) -> InlinePolicy | None: ...
 

@@ -11,12 +11,12 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from lakelog.pipeline.planning import chunked, retention_policies
+from lakelog.server.background.hosts import CoordinatorHost
 from lakelog.server.cluster.outage import log_failure
 from lakelog.util import metrics
 
 if TYPE_CHECKING:
-    from lakelog.config import Settings
-    from lakelog.coordinator.interface import BatchCoordinator
+    pass
 
 __all__ = ["RetentionLoop", "retention_policies"]
 
@@ -26,13 +26,8 @@ POLICIES_PER_CALL = 1000
 """Partitions per coordinator call: bounds one transaction's size and lock time."""
 
 
-class RetentionHost(Protocol):
+class RetentionHost(CoordinatorHost, Protocol):
     """What the retention loop uses of the broker (the Broker is one)."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def coordinator(self) -> BatchCoordinator: ...
 
 
 class RetentionLoop:
