@@ -26,6 +26,7 @@ from e2e_fixtures import BrokerFactory
 from e2e_harness import BrokerProcess, Rec, create_topic, make_records, now_ms, wait_until
 from pipeline_clients import Row, as_produced, consume, produce
 
+from pipeline_jobs import known_files, stored_objects
 from tests.support.spark_cluster import SparkCluster, spark_cluster
 
 pytestmark = pytest.mark.timeout(1800)
@@ -259,6 +260,10 @@ def test_a_worker_killed_mid_job_costs_a_retry_not_a_record(
             victim = wait_until(worker_running_the_job, JOB_S, "a task of the job", 0.05)
             cluster.kill_worker(victim)
             stdout, stderr = running.communicate(timeout=JOB_S)
+            # What a killed task attempt wrote (a segment object nobody committed) is an
+            # orphan: gc, on the surviving worker, leaves none.
+            figures(run_pipeline(broker, cluster, "gc", "--orphan-grace-ms", "0"), spark=False)
+            assert stored_objects(broker) <= known_files(broker)
         finally:
             if running.poll() is None:
                 running.kill()
