@@ -505,6 +505,7 @@ def test_help_lists_commands_in_a_useful_order() -> None:
         "pipeline",
         "console",
         "cost",
+        "schemas",
     ], text
 
 

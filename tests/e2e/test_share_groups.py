@@ -301,8 +301,15 @@ def test_two_brokers_serve_one_share_partition_at_once(
         brokers[0].bootstrap, group, {**EARLIEST, "share.record.lock.duration.ms": "30000"}
     )
     total = 3000
+    # Small producer batches (at most 20 records): a share fetch acquires whole batches, so
+    # with a few big ones the first members to fetch could take them all.
     for i in range(6):
-        produce_values(brokers[i % 2].bootstrap, topic, _values(total // 6, f"p{i}"))
+        produce_values(
+            brokers[i % 2].bootstrap,
+            topic,
+            _values(total // 6, f"p{i}"),
+            **{"batch.num.messages": 20},
+        )
     topic_id = topic_id_of(brokers[0].bootstrap, topic)
     got: dict[str, list[tuple[int, int, int]]] = {}
     errors: list[BaseException] = []
