@@ -3,6 +3,11 @@
 No I/O: requests come in as calls, parked JoinGroup and SyncGroup calls wait on futures,
 and time moves through `tick(now)`. The group coordinator around it does loading, saving
 and placement.
+
+Kept whole at about 600 lines: Kafka's classic protocol is one state machine whose
+transitions (join, sync, heartbeat, leave, expiry, rebalance timeout) all read and write the
+same member table and generation; split across files, a reader could no longer check one
+transition against the others.
 """
 
 from __future__ import annotations
