@@ -135,7 +135,9 @@ def build_app(
 
     async def register(request: Request) -> Any:
         need(request, Operation.WRITE)
-        return await registry.register(request.path_params["subject"], await body(request))
+        return await registry.register(
+            request.path_params["subject"], await body(request), _flag(request, "normalize")
+        )
 
     async def get_version(request: Request) -> Any:
         need(request, Operation.DESCRIBE)
@@ -159,7 +161,10 @@ def build_app(
     async def lookup(request: Request) -> Any:
         need(request, Operation.DESCRIBE)
         return await registry.lookup(
-            request.path_params["subject"], await body(request), _flag(request, "deleted")
+            request.path_params["subject"],
+            await body(request),
+            _flag(request, "deleted"),
+            _flag(request, "normalize"),
         )
 
     async def delete_subject(request: Request) -> Any:
@@ -245,17 +250,21 @@ def build_app(
     async def root(request: Request) -> Any:
         return {}
 
+    # A subject may hold "/" (sent as %2F, as confluent-kafka's client sends every subject,
+    # and decoded before routing), hence the path converter. Starlette takes the first route
+    # that matches path and method, so the longer routes of a subject come before the
+    # shorter ones ("/subjects/a/versions" is not the lookup of subject "a/versions").
     routes = [
         route("/", "GET", root),
         route("/subjects", "GET", subjects),
-        route("/subjects/{subject}/versions", "GET", subject_versions),
-        route("/subjects/{subject}/versions", "POST", register),
-        route("/subjects/{subject}/versions/{version}", "GET", get_version),
-        route("/subjects/{subject}/versions/{version}", "DELETE", delete_version),
-        route("/subjects/{subject}/versions/{version}/schema", "GET", get_version_schema),
-        route("/subjects/{subject}/versions/{version}/referencedby", "GET", referenced_by),
-        route("/subjects/{subject}", "POST", lookup),
-        route("/subjects/{subject}", "DELETE", delete_subject),
+        route("/subjects/{subject:path}/versions", "GET", subject_versions),
+        route("/subjects/{subject:path}/versions", "POST", register),
+        route("/subjects/{subject:path}/versions/{version}", "GET", get_version),
+        route("/subjects/{subject:path}/versions/{version}", "DELETE", delete_version),
+        route("/subjects/{subject:path}/versions/{version}/schema", "GET", get_version_schema),
+        route("/subjects/{subject:path}/versions/{version}/referencedby", "GET", referenced_by),
+        route("/subjects/{subject:path}", "POST", lookup),
+        route("/subjects/{subject:path}", "DELETE", delete_subject),
         route("/schemas/types", "GET", schema_types),
         route("/schemas/ids/{id}", "GET", schema_by_id),
         route("/schemas/ids/{id}/schema", "GET", schema_text),
@@ -264,16 +273,16 @@ def build_app(
         route("/config", "GET", get_config),
         route("/config", "PUT", put_config),
         route("/config", "DELETE", delete_config),
-        route("/config/{subject}", "GET", get_config),
-        route("/config/{subject}", "PUT", put_config),
-        route("/config/{subject}", "DELETE", delete_config),
+        route("/config/{subject:path}", "GET", get_config),
+        route("/config/{subject:path}", "PUT", put_config),
+        route("/config/{subject:path}", "DELETE", delete_config),
         route("/mode", "GET", get_mode),
         route("/mode", "PUT", put_mode),
-        route("/mode/{subject}", "GET", get_mode),
-        route("/mode/{subject}", "PUT", put_mode),
-        route("/mode/{subject}", "DELETE", delete_mode),
-        route("/compatibility/subjects/{subject}/versions", "POST", compatibility),
-        route("/compatibility/subjects/{subject}/versions/{version}", "POST", compatibility),
+        route("/mode/{subject:path}", "GET", get_mode),
+        route("/mode/{subject:path}", "PUT", put_mode),
+        route("/mode/{subject:path}", "DELETE", delete_mode),
+        route("/compatibility/subjects/{subject:path}/versions", "POST", compatibility),
+        route("/compatibility/subjects/{subject:path}/versions/{version}", "POST", compatibility),
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:

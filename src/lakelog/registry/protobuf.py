@@ -199,6 +199,21 @@ def _identity(file: FDP) -> str:
     return base64.b64encode(copy.SerializeToString(deterministic=True)).decode()
 
 
+def sorted_identity(file: FDP) -> str:
+    """The identity of a file whose fields are in field-number order and whose imports are
+    sorted (what normalization ignores)."""
+    copy = FDP()
+    copy.CopyFrom(file)
+    imports = sorted(copy.dependency)
+    del copy.dependency[:]
+    copy.dependency.extend(imports)
+    for message in _messages(copy.message_type):
+        fields = sorted(message.field, key=lambda f: f.number)
+        del message.field[:]
+        message.field.extend(fields)
+    return _identity(copy)
+
+
 def _messages(messages: object, prefix: str = "") -> Iterator[descriptor_pb2.DescriptorProto]:
     for message in messages:  # type: ignore[attr-defined]
         yield message
