@@ -58,7 +58,11 @@ def subject() -> str:
 
 @pytest.mark.parametrize(
     ("kind", "first", "second"),
-    [("AVRO", PERSON_SHORT, PERSON_MIXED), ("JSON", JSON_A, JSON_B), ("PROTOBUF", PROTO_A, PROTO_B)],
+    [
+        ("AVRO", PERSON_SHORT, PERSON_MIXED),
+        ("JSON", JSON_A, JSON_B),
+        ("PROTOBUF", PROTO_A, PROTO_B),
+    ],
 )
 def test_normalize_gives_equivalent_schemas_one_id(
     registry_broker: BrokerProcess, kind: str, first: str, second: str

@@ -175,7 +175,9 @@ class SchemaRegistry:
         stored = await self._stored(schema_id)
         refs, resolved = await self._references(stored.references)
         ids = [(await self._ref_id(r)) for r in resolved]
-        parsed = FORMATS[stored.schema_type].parse(stored.schema, refs)
+        parsed = FORMATS[stored.schema_type].parse(
+            stored.schema, _same_type(stored.schema_type, refs)
+        )
         self._parsed[schema_id] = parsed
         self._heights[schema_id] = max((self._heights.get(i, 0) + 1 for i in ids), default=0)
         while len(self._parsed) > self.limits.parsed_cache:
@@ -200,7 +202,7 @@ class SchemaRegistry:
     ) -> tuple[SchemaFormat, ParsedSchema, tuple[SchemaReference, ...], str]:
         fmt, text, refs = self._request_schema(body)
         found, resolved = await self._references(refs)
-        parsed = fmt.parse(text, found)
+        parsed = fmt.parse(text, _same_type(fmt.name, found))
         if normalize:
             parsed = normalized(parsed)
         digest = hashlib.sha256(
@@ -588,6 +590,15 @@ class SchemaRegistry:
         answer = await self.schema_answer(schema_id, fmt)
         del answer["id"]
         return answer
+
+
+def _same_type(kind: str, found: dict[str, ParsedSchema]) -> dict[str, ParsedSchema]:
+    """References name schemas of the referring schema's own type (an Avro schema cannot
+    import a .proto file)."""
+    for name, ref in found.items():
+        if ref.schema_type != kind:
+            raise InvalidSchema(f"reference {name!r} is a {ref.schema_type} schema, not {kind}")
+    return found
 
 
 def _optional_int(value: Any, name: str) -> int:
