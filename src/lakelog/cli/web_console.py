@@ -121,7 +121,8 @@ def web_console(
     bootstrap_server: BootstrapOption = None,
 ) -> None:
     """Serve a read-only web console: cluster, topics and messages, consumer groups and
-    lag, storage and cost, transactions, mirrors; live charts from the brokers' /metrics."""
+    lag, storage and cost, transactions, mirrors, schemas (records decoded with the schema
+    registry); live charts from the brokers' /metrics."""
     from lakelog.cli.console import server
     from lakelog.cli.console.app import ConsoleConfig, create_app
     from lakelog.cli.console.connection import ClusterAccess
