@@ -13,6 +13,7 @@ import asyncio
 import base64
 import json
 import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,10 +30,17 @@ TIMEOUT_S = 10.0
 MAX_CONCURRENT = 4
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 CACHED_SCHEMAS = 500
+RETRY_AFTER_S = 30.0
+"""After the registry fails to answer, pages skip it this long (each would otherwise wait
+for the same timeout), saying why."""
 
 
 class RegistryUnavailable(Exception):
     """The registry did not answer (or answered something that is not its API)."""
+
+
+class RegistryUnreachable(RegistryUnavailable):
+    """No connection to the registry (refused, timed out, TLS failed)."""
 
 
 class RegistryAnswered(Exception):
@@ -80,6 +88,8 @@ class RegistryReader:
             if not s.check_hostname:
                 self._ssl.verify_mode = ssl.CERT_REQUIRED
         self._gate = asyncio.Semaphore(MAX_CONCURRENT)
+        self._down_until = 0.0
+        self._down_reason = ""
         self._schemas: OrderedDict[int, dict[str, Any]] = OrderedDict()
 
     def _get(self, path: str) -> Any:
@@ -95,7 +105,7 @@ class RegistryReader:
                 raise RegistryUnavailable(f"{self.url} answered HTTP {exc.code}") from exc
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise RegistryUnavailable(f"cannot reach {self.url}: {reason}") from exc
+            raise RegistryUnreachable(f"cannot reach {self.url}: {reason}") from exc
         if len(raw) > MAX_ANSWER_BYTES:
             raise RegistryUnavailable(f"{self.url}{path}: the answer is too large")
         try:
@@ -104,8 +114,17 @@ class RegistryReader:
             raise RegistryUnavailable(f"{self.url}{path} answered no JSON") from exc
 
     async def get(self, path: str) -> Any:
+        if time.monotonic() < self._down_until:
+            raise RegistryUnavailable(
+                f"{self._down_reason} (trying again within {RETRY_AFTER_S:g} s)"
+            )
         async with self._gate:
-            return await asyncio.to_thread(self._get, path)
+            try:
+                return await asyncio.to_thread(self._get, path)
+            except RegistryUnreachable as exc:
+                self._down_until = time.monotonic() + RETRY_AFTER_S
+                self._down_reason = str(exc)
+                raise
 
     async def subjects(self) -> list[str]:
         return [str(s) for s in await self.get("/subjects")]
