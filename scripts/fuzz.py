@@ -3,7 +3,7 @@ broker on PLAINTEXT and on a SASL listener, then a table of the figures.
 
     .venv/bin/python scripts/fuzz.py [--requests N] [--listener PLAINTEXT|SASL_PLAINTEXT]
         [--connections N] [--window N] [--seed N] [--max-seconds S] [--no-triage]
-        [--keep DIR]
+        [--keep DIR] [--registry-requests N]
 
 Defaults: 1,000,000 mutated requests per listener (every API of tests/fuzz/corpus, see
 scripts/capture_corpus.py), 24 connections, up to 32 frames pipelined per window (the
@@ -15,6 +15,11 @@ triaged: the frames in flight are replayed one by one on a fresh broker and the 
 reproduces it is printed (or saved, with --keep, when long). The harness lives in
 tests/fuzz/ (the bounded form runs in `make test`); --seed makes a run repeatable as far as
 the mutations go (the interleaving of connections is the scheduler's).
+
+Then the schema registry's HTTP mode (tests/fuzz/http_harness.py): --registry-requests
+(200,000; 0 skips it) mutated registry requests against a broker's registry listener. It
+fails on a 5xx without Confluent's error body, an honest request left unanswered, an
+unhandled exception, or a broker that stops answering ApiVersions or GET /subjects.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ if str(REPO) not in sys.path:
 
 from tests.fuzz.corpus_io import API_NAMES, load_corpus  # noqa: E402
 from tests.fuzz.harness import Plan, Result, run_listener, table  # noqa: E402
+from tests.fuzz.http_harness import HttpPlan, HttpResult, run_registry  # noqa: E402
 from tests.support.verdicts import print_verdicts  # noqa: E402
 
 LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT")
@@ -63,6 +69,7 @@ def main() -> int:
     parser.add_argument("--max-seconds", type=float, default=3600.0)
     parser.add_argument("--no-triage", action="store_true")
     parser.add_argument("--keep", type=Path, help="keep data dirs, logs and crash candidates")
+    parser.add_argument("--registry-requests", type=int, default=200_000)
     args = parser.parse_args()
 
     seeds = load_corpus()
@@ -74,6 +81,7 @@ def main() -> int:
     )
     root = args.keep or Path(tempfile.mkdtemp(prefix="lakelog-fuzz."))
     results: list[Result] = []
+    registry: HttpResult | None = None
     try:
         for listener in args.listener or LISTENERS:
             plan = Plan(
@@ -91,6 +99,17 @@ def main() -> int:
             result = run_listener(plan, root / listener.lower(), seeds)
             results.append(result)
             print(result.report(), flush=True)
+        if args.registry_requests > 0:
+            http_plan = HttpPlan(
+                requests=args.registry_requests,
+                connections=16,
+                seed=args.seed,
+                max_seconds=args.max_seconds,
+                progress_every_s=60.0,
+            )
+            print(f"== schema registry (HTTP): {http_plan}", flush=True)
+            registry = run_registry(http_plan, root / "registry")
+            print(registry.report(), flush=True)
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -98,10 +117,28 @@ def main() -> int:
             print(f"data dirs, broker logs and crash candidates kept in {root}")
     print()
     print(table(results))
-    return print_verdicts(
-        ((result.listener, verdict(result)) for result in results),
-        "no crash, no unhandled exception, good client served",
-    )
+    verdicts = [(result.listener, verdict(result)) for result in results]
+    if registry is not None:
+        verdicts.append(("schema registry", registry_verdict(registry, args.registry_requests)))
+    return print_verdicts(verdicts, "no crash, no unhandled exception, served throughout")
+
+
+def registry_verdict(result: HttpResult, requests: int) -> list[str]:
+    broken = [f"setup: {e}" for e in result.setup_errors[:3]]
+    if result.delivered < requests:
+        broken.append(f"only {result.delivered} of {requests} requests in the time allowed")
+    if result.crashed:
+        broken.append("the broker crashed")
+    broken += result.unhealthy[:3]
+    if result.bad_answers:
+        broken.append(f"{len(result.bad_answers)} bad answers")
+    if result.unanswered:
+        broken.append(f"{len(result.unanswered)} honest requests unanswered")
+    if result.unhandled:
+        broken.append(f"{result.unhandled} unhandled exceptions")
+    if result.rss_end_mib > 2 * result.rss_start_mib + 100:
+        broken.append(f"RSS {result.rss_start_mib:.0f} -> {result.rss_end_mib:.0f} MiB")
+    return broken
 
 
 if __name__ == "__main__":

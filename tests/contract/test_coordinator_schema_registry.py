@@ -113,3 +113,11 @@ async def test_references_and_settings(coordinator: BatchCoordinator) -> None:
     )
     await coordinator.registry_set_config("s", "mode", None)
     assert await coordinator.registry_configs("s") == (RegistryConfig("FULL"), RegistryConfig())
+    await coordinator.registry_set_config("s", "normalize", "true")
+    await coordinator.registry_set_config("", "normalize", "false")
+    assert await coordinator.registry_configs("s") == (
+        RegistryConfig("FULL", None, "false"),
+        RegistryConfig(None, None, "true"),
+    )
+    await coordinator.registry_set_config("s", "normalize", None)
+    assert (await coordinator.registry_configs("s"))[1] == RegistryConfig()

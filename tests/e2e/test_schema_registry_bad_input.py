@@ -71,6 +71,29 @@ CASES: list[tuple[str, str, object, int, int]] = [
     ("GET", "/config/known", None, 404, 40408),
     ("GET", "/mode/known", None, 404, 40409),
     ("POST", "/compatibility/subjects/unknown/versions/1", {"schema": AVRO}, 404, 40401),
+    # Found by the HTTP fuzzer (tests/fuzz/http_harness.py): each was a 500 and a traceback.
+    ("POST", "/subjects/s/versions", {"schema": "[" * 5000 + "]" * 5000}, 422, 42201),
+    ("POST", "/subjects/s/versions", {"schema": '{"a":' * 3000, "schemaType": "JSON"}, 422, 42201),
+    ("POST", "/subjects/s/versions", '{"schema": "\\ud800"}', 400, 400),
+    ("POST", "/subjects/s/versions", "[" * 100_000, 400, 400),
+    (
+        "POST",
+        "/subjects/s/versions",
+        {"schema": 'syntax = "proto3"; message M { int32 \u2603 = 1; }', "schemaType": "PROTOBUF"},
+        422,
+        42201,
+    ),
+    (
+        "POST",
+        "/subjects/s/versions",
+        {
+            "schema": 'syntax = "proto3"; import "k.proto"; message M {}',
+            "schemaType": "PROTOBUF",
+            "references": [{"name": "k.proto", "subject": "known", "version": 1}],
+        },
+        422,
+        42201,
+    ),
     ("GET", "/no/such/route", None, 404, 404),
     ("PATCH", "/subjects", None, 405, 405),
 ]

@@ -109,10 +109,20 @@ def web_console(
     ] = DEFAULT_RETENTION_DAYS,
     console_user: ConsoleUserOption = None,
     console_password_file: ConsolePasswordOption = None,
+    schema_registry_url: Annotated[
+        str | None,
+        typer.Option(
+            "--schema-registry-url",
+            envvar="LAKELOG_SCHEMA_REGISTRY_URL",
+            help="The schema registry for the Schemas page and decoding records "
+            "(default: the first bootstrap broker's port + 1001; '' for none).",
+        ),
+    ] = None,
     bootstrap_server: BootstrapOption = None,
 ) -> None:
     """Serve a read-only web console: cluster, topics and messages, consumer groups and
-    lag, storage and cost, transactions, mirrors; live charts from the brokers' /metrics."""
+    lag, storage and cost, transactions, mirrors, schemas (records decoded with the schema
+    registry); live charts from the brokers' /metrics."""
     from lakelog.cli.console import server
     from lakelog.cli.console.app import ConsoleConfig, create_app
     from lakelog.cli.console.connection import ClusterAccess
@@ -134,6 +144,7 @@ def web_console(
         password=password,
         prices=load_prices(prices_file),
         retention_days=retention_days,
+        registry_url=schema_registry_url,
     )
     try:
         sock = server.bind(listen)
@@ -189,7 +200,23 @@ def start_console(settings: Settings) -> EmbeddedConsole:
     sock = server.bind(settings.console_listen)
     app = create_app(
         ConsoleConfig(
-            access=ClusterAccess(f"{host}:{port}", security), user=user, password=password
+            access=ClusterAccess(f"{host}:{port}", security),
+            user=user,
+            password=password,
+            registry_url=embedded_registry_url(settings),
         )
     )
     return server.EmbeddedConsole(app, sock)
+
+
+def embedded_registry_url(settings: Settings) -> str | None:
+    """The registry this broker serves, for its own console ("" when it serves none; None
+    for the default address, the listener's port + 1001, derived from the bootstrap)."""
+    listen = settings.schema_registry_listen
+    if listen is None or listen == "":
+        return listen
+    host, port = split_host_port(listen)
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    scheme = "https" if settings.schema_registry_tls else "http"
+    return f"{scheme}://{host}:{port}"

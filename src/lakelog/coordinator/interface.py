@@ -731,4 +731,4 @@ class BatchCoordinator(abc.ABC):
 
     @abc.abstractmethod
     async def registry_set_config(self, subject: str, field: str, value: str | None) -> None:
-        """Set (None: unset) a subject's ('' global) "compatibility" or "mode"."""
+        """Set (None: unset) a subject's ('' global) "compatibility", "mode" or "normalize"."""

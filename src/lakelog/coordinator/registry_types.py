@@ -70,7 +70,9 @@ class RegisterOutcome:
 
 @dataclass(frozen=True, slots=True)
 class RegistryConfig:
-    """A compatibility level and a mode, either of which may be unset (None)."""
+    """A compatibility level, a mode and whether schemas are normalized ('true'/'false'),
+    any of which may be unset (None)."""
 
     compatibility: str | None = None
     mode: str | None = None
+    normalize: str | None = None

@@ -12,9 +12,11 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lakelog.registry import errors as e
 from lakelog.registry.access import Access
@@ -80,15 +82,26 @@ def build_app(
             raise RegistryError(413, f"Request body larger than {max_body_bytes} bytes", 413)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_body_bytes:
-                raise RegistryError(413, f"Request body larger than {max_body_bytes} bytes", 413)
-            chunks.append(chunk)
         try:
-            return json.loads(b"".join(chunks) or b"null")
-        except ValueError as exc:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_body_bytes:
+                    raise RegistryError(
+                        413, f"Request body larger than {max_body_bytes} bytes", 413
+                    )
+                chunks.append(chunk)
+        except ClientDisconnect as exc:
+            raise RegistryError(400, "The request body ended early", 400) from exc
+        try:
+            value = json.loads(b"".join(chunks) or b"null")
+            # JSON may spell a lone UTF-16 surrogate ("\ud800"), which no UTF-8 text, file
+            # or database column can hold: refused here, not wherever it would break.
+            json.dumps(value, ensure_ascii=False).encode()
+        except ValueError as exc:  # UnicodeError is a ValueError
             raise RegistryError(400, f"Unexpected request body: {exc}", 400) from exc
+        except RecursionError as exc:
+            raise RegistryError(400, "Unexpected request body: nested too deep", 400) from exc
+        return value
 
     def route(path: str, method: str, handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
@@ -122,7 +135,9 @@ def build_app(
 
     async def register(request: Request) -> Any:
         need(request, Operation.WRITE)
-        return await registry.register(request.path_params["subject"], await body(request))
+        return await registry.register(
+            request.path_params["subject"], await body(request), _flag(request, "normalize")
+        )
 
     async def get_version(request: Request) -> Any:
         need(request, Operation.DESCRIBE)
@@ -146,7 +161,10 @@ def build_app(
     async def lookup(request: Request) -> Any:
         need(request, Operation.DESCRIBE)
         return await registry.lookup(
-            request.path_params["subject"], await body(request), _flag(request, "deleted")
+            request.path_params["subject"],
+            await body(request),
+            _flag(request, "deleted"),
+            _flag(request, "normalize"),
         )
 
     async def delete_subject(request: Request) -> Any:
@@ -232,17 +250,21 @@ def build_app(
     async def root(request: Request) -> Any:
         return {}
 
+    # A subject may hold "/" (sent as %2F, as confluent-kafka's client sends every subject,
+    # and decoded before routing), hence the path converter. Starlette takes the first route
+    # that matches path and method, so the longer routes of a subject come before the
+    # shorter ones ("/subjects/a/versions" is not the lookup of subject "a/versions").
     routes = [
         route("/", "GET", root),
         route("/subjects", "GET", subjects),
-        route("/subjects/{subject}/versions", "GET", subject_versions),
-        route("/subjects/{subject}/versions", "POST", register),
-        route("/subjects/{subject}/versions/{version}", "GET", get_version),
-        route("/subjects/{subject}/versions/{version}", "DELETE", delete_version),
-        route("/subjects/{subject}/versions/{version}/schema", "GET", get_version_schema),
-        route("/subjects/{subject}/versions/{version}/referencedby", "GET", referenced_by),
-        route("/subjects/{subject}", "POST", lookup),
-        route("/subjects/{subject}", "DELETE", delete_subject),
+        route("/subjects/{subject:path}/versions", "GET", subject_versions),
+        route("/subjects/{subject:path}/versions", "POST", register),
+        route("/subjects/{subject:path}/versions/{version}", "GET", get_version),
+        route("/subjects/{subject:path}/versions/{version}", "DELETE", delete_version),
+        route("/subjects/{subject:path}/versions/{version}/schema", "GET", get_version_schema),
+        route("/subjects/{subject:path}/versions/{version}/referencedby", "GET", referenced_by),
+        route("/subjects/{subject:path}", "POST", lookup),
+        route("/subjects/{subject:path}", "DELETE", delete_subject),
         route("/schemas/types", "GET", schema_types),
         route("/schemas/ids/{id}", "GET", schema_by_id),
         route("/schemas/ids/{id}/schema", "GET", schema_text),
@@ -251,16 +273,16 @@ def build_app(
         route("/config", "GET", get_config),
         route("/config", "PUT", put_config),
         route("/config", "DELETE", delete_config),
-        route("/config/{subject}", "GET", get_config),
-        route("/config/{subject}", "PUT", put_config),
-        route("/config/{subject}", "DELETE", delete_config),
+        route("/config/{subject:path}", "GET", get_config),
+        route("/config/{subject:path}", "PUT", put_config),
+        route("/config/{subject:path}", "DELETE", delete_config),
         route("/mode", "GET", get_mode),
         route("/mode", "PUT", put_mode),
-        route("/mode/{subject}", "GET", get_mode),
-        route("/mode/{subject}", "PUT", put_mode),
-        route("/mode/{subject}", "DELETE", delete_mode),
-        route("/compatibility/subjects/{subject}/versions", "POST", compatibility),
-        route("/compatibility/subjects/{subject}/versions/{version}", "POST", compatibility),
+        route("/mode/{subject:path}", "GET", get_mode),
+        route("/mode/{subject:path}", "PUT", put_mode),
+        route("/mode/{subject:path}", "DELETE", delete_mode),
+        route("/compatibility/subjects/{subject:path}/versions", "POST", compatibility),
+        route("/compatibility/subjects/{subject:path}/versions/{version}", "POST", compatibility),
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -268,4 +290,33 @@ def build_app(
         detail = exc.detail if isinstance(exc, HTTPException) else "Internal Server Error"
         return _json({"error_code": status, "message": f"HTTP {status} {detail}"}, status)
 
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    return Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error},
+        middleware=[Middleware(DropUndeliverable)],
+    )
+
+
+class DropUndeliverable:
+    """An answer the connection can no longer carry is dropped, not raised: a client that
+    sends garbage after a request (or a body shorter than it said) gets HTTP's 400 from the
+    server before the app answers, and the app's answer then has nowhere to go. Raised, it
+    would be logged as an exception of the app."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = False
+
+        async def guarded(message: Message) -> None:
+            nonlocal gone
+            if gone:
+                return
+            try:
+                await send(message)
+            except Exception as exc:  # h11's LocalProtocolError, a closed transport
+                gone = True
+                log.debug("schema registry: answer dropped (%r)", exc)
+
+        await self.app(scope, receive, guarded)

@@ -64,6 +64,8 @@ class AvroFormat:
             document = json.loads(text)
         except ValueError as exc:
             raise InvalidSchema(f"not JSON: {exc}") from exc
+        except RecursionError as exc:  # json's parser recurses once per level
+            raise InvalidSchema("not JSON: nested too deep") from exc
         named: dict[str, Any] = {}
         for ref in references.values():
             named.update(ref.model[1])

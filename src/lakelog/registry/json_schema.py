@@ -39,6 +39,8 @@ class JsonSchemaFormat:
             document = json.loads(text)
         except ValueError as exc:
             raise InvalidSchema(f"not JSON: {exc}") from exc
+        except RecursionError as exc:  # json's parser recurses once per level
+            raise InvalidSchema("not JSON: nested too deep") from exc
         if not isinstance(document, dict | bool):
             raise InvalidSchema("a JSON schema is an object or a boolean")
         _depth(document)

@@ -108,11 +108,28 @@ def _compile(text: str, references: Mapping[str, ParsedSchema]) -> FDP:
                 MAIN_FILE.encode(), [tmp.encode(), _INCLUDE.encode()]
             )
         except Exception as exc:  # ProtocErrors: each error with its line and column
-            raise InvalidSchema(str(exc).replace(tmp + "/", "")) from exc
+            raise InvalidSchema(_protoc_message(exc).replace(tmp + "/", "")) from exc
     for name, source in generated:
         if name.decode() == MAIN_FILE.replace(".proto", "_pb2.py"):
             return FDP.FromString(_serialized_file(source.decode()))
     raise InvalidSchema("protoc produced no descriptor")
+
+
+def _protoc_message(exc: Exception) -> str:
+    """protoc's errors as text. Not `str(exc)`: grpc-tools decodes them as ASCII, so an
+    error quoting a non-ASCII character would raise instead of saying what is wrong."""
+    try:
+        found = exc.errors()  # type: ignore[attr-defined]
+        return (
+            "; ".join(
+                f"{bytes(e.filename).decode('utf-8', 'replace')}:{e.line}:{e.column}: "
+                f"{bytes(e.message).decode('utf-8', 'replace')}"
+                for e in found
+            )
+            or "the .proto file does not compile"
+        )
+    except Exception:
+        return "the .proto file does not compile"
 
 
 def _serialized_file(source: str) -> bytes:
@@ -180,6 +197,21 @@ def _identity(file: FDP) -> str:
         for field in message.field:
             field.ClearField("json_name")
     return base64.b64encode(copy.SerializeToString(deterministic=True)).decode()
+
+
+def sorted_identity(file: FDP) -> str:
+    """The identity of a file whose fields are in field-number order and whose imports are
+    sorted (what normalization ignores)."""
+    copy = FDP()
+    copy.CopyFrom(file)
+    imports = sorted(copy.dependency)
+    del copy.dependency[:]
+    copy.dependency.extend(imports)
+    for message in _messages(copy.message_type):
+        fields = sorted(message.field, key=lambda f: f.number)
+        del message.field[:]
+        message.field.extend(fields)
+    return _identity(copy)
 
 
 def _messages(messages: object, prefix: str = "") -> Iterator[descriptor_pb2.DescriptorProto]:

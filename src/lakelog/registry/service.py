@@ -24,6 +24,7 @@ from lakelog.registry.compatibility import LEVELS, MODES, incompatibilities
 from lakelog.registry.errors import InvalidSchema, RegistryError
 from lakelog.registry.formats import ParsedSchema, SchemaFormat
 from lakelog.registry.json_schema import JSON_SCHEMA
+from lakelog.registry.normalize import normalized
 from lakelog.registry.protobuf import PROTOBUF, serialized
 
 FORMATS: dict[str, SchemaFormat] = {f.name: f for f in (AVRO, JSON_SCHEMA, PROTOBUF)}
@@ -174,7 +175,9 @@ class SchemaRegistry:
         stored = await self._stored(schema_id)
         refs, resolved = await self._references(stored.references)
         ids = [(await self._ref_id(r)) for r in resolved]
-        parsed = FORMATS[stored.schema_type].parse(stored.schema, refs)
+        parsed = FORMATS[stored.schema_type].parse(
+            stored.schema, _same_type(stored.schema_type, refs)
+        )
         self._parsed[schema_id] = parsed
         self._heights[schema_id] = max((self._heights.get(i, 0) + 1 for i in ids), default=0)
         while len(self._parsed) > self.limits.parsed_cache:
@@ -195,11 +198,13 @@ class SchemaRegistry:
         return found[0]
 
     async def _parse_request(
-        self, body: Any
+        self, body: Any, normalize: bool = False
     ) -> tuple[SchemaFormat, ParsedSchema, tuple[SchemaReference, ...], str]:
         fmt, text, refs = self._request_schema(body)
         found, resolved = await self._references(refs)
-        parsed = fmt.parse(text, found)
+        parsed = fmt.parse(text, _same_type(fmt.name, found))
+        if normalize:
+            parsed = normalized(parsed)
         digest = hashlib.sha256(
             json.dumps([fmt.name, parsed.identity, refs_json(resolved)]).encode()
         ).hexdigest()
@@ -210,6 +215,30 @@ class SchemaRegistry:
     async def compatibility(self, subject: str) -> str:
         glob, own = await self.coordinator.registry_configs(subject)
         return own.compatibility or glob.compatibility or self.limits.default_compatibility
+
+    async def normalizing(self, subject: str, asked: bool) -> bool:
+        """Whether a register or lookup normalizes: asked (`?normalize=true`), or the
+        subject's `normalize` config, else the global one."""
+        if asked:
+            return True
+        glob, own = await self.coordinator.registry_configs(subject)
+        return (own.normalize or glob.normalize) == "true"
+
+    async def _normalized_match(
+        self,
+        versions: Sequence[SubjectVersion],
+        parsed: ParsedSchema,
+        refs: Sequence[SchemaReference],
+    ) -> SubjectVersion | None:
+        """The newest of `versions` whose schema, normalized, is `parsed` (normalized) with
+        the same references: a schema registered before normalization was asked for."""
+        for v in reversed(versions):
+            stored = await self._stored(v.schema_id)
+            if stored.schema_type != parsed.schema_type or tuple(stored.references) != tuple(refs):
+                continue
+            if normalized(await self._parsed_by_id(v.schema_id)).identity == parsed.identity:
+                return v
+        return None
 
     async def mode(self, subject: str) -> str:
         glob, own = await self.coordinator.registry_configs(subject)
@@ -225,24 +254,49 @@ class SchemaRegistry:
 
     async def get_config(self, subject: str, default_to_global: bool) -> dict[str, Any]:
         glob, own = await self.coordinator.registry_configs(subject)
-        if subject and own.compatibility is None and not default_to_global:
+        if (
+            subject
+            and own.compatibility is None
+            and own.normalize is None
+            and not default_to_global
+        ):
             raise RegistryError(
                 e.SUBJECT_COMPATIBILITY_NOT_CONFIGURED,
                 f"Subject '{subject}' does not have subject-level compatibility configured",
             )
         level = own.compatibility or glob.compatibility or self.limits.default_compatibility
-        return {"compatibilityLevel": level}
+        answer: dict[str, Any] = {"compatibilityLevel": level}
+        normalize = own.normalize or (glob.normalize if default_to_global or not subject else None)
+        if normalize is not None:
+            answer["normalize"] = normalize == "true"
+        return answer
 
     async def set_config(self, subject: str, body: Any) -> dict[str, Any]:
-        level = body.get("compatibility") if isinstance(body, dict) else None
-        if not isinstance(level, str) or level.upper() not in LEVELS:
+        """`{"compatibility": LEVEL}`, `{"normalize": BOOL}` or both."""
+        given = body if isinstance(body, dict) else {}
+        level = given.get("compatibility")
+        normalize = given.get("normalize")
+        bad_level = level is not None and (
+            not isinstance(level, str) or level.upper() not in LEVELS
+        )
+        if bad_level or (level is None and not isinstance(normalize, bool)):
             raise RegistryError(
                 e.INVALID_COMPATIBILITY_LEVEL,
                 "Invalid compatibility level. Valid values are none, backward, forward, full,"
                 " backward_transitive, forward_transitive, and full_transitive",
             )
-        await self.coordinator.registry_set_config(subject, "compatibility", level.upper())
-        return {"compatibility": level.upper()}
+        if normalize is not None and not isinstance(normalize, bool):
+            raise RegistryError(422, "normalize must be true or false", 422)
+        answer: dict[str, Any] = {}
+        if level is not None:
+            await self.coordinator.registry_set_config(subject, "compatibility", level.upper())
+            answer["compatibility"] = level.upper()
+        if normalize is not None:
+            await self.coordinator.registry_set_config(
+                subject, "normalize", "true" if normalize else "false"
+            )
+            answer["normalize"] = normalize
+        return answer
 
     async def delete_config(self, subject: str) -> dict[str, Any]:
         glob, own = await self.coordinator.registry_configs(subject)
@@ -250,6 +304,7 @@ class SchemaRegistry:
         if subject and before is None and not await self._subject_exists(subject):
             raise _subject_not_found(subject)
         await self.coordinator.registry_set_config(subject, "compatibility", None)
+        await self.coordinator.registry_set_config(subject, "normalize", None)
         return {"compatibilityLevel": before or self.limits.default_compatibility}
 
     async def get_mode(self, subject: str, default_to_global: bool) -> dict[str, Any]:
@@ -346,18 +401,23 @@ class SchemaRegistry:
         found = await self._version(subject, version, False)
         return await self.coordinator.registry_referenced_by(subject, found.version)
 
-    async def lookup(self, subject: str, body: Any, deleted: bool) -> dict[str, Any]:
+    async def lookup(
+        self, subject: str, body: Any, deleted: bool, normalize: bool = False
+    ) -> dict[str, Any]:
         versions = await self._versions(subject, deleted)
-        _, _, _, digest = await self._parse_request(body)
+        normalize = await self.normalizing(subject, normalize)
+        _, parsed, refs, digest = await self._parse_request(body, normalize)
         schema_id = await self.coordinator.registry_find_schema(digest)
-        for v in reversed(versions):
-            if v.schema_id == schema_id:
-                return await self.schema_answer(
-                    v.schema_id, None, {"subject": subject, "version": v.version}
-                )
-        raise _schema_not_found()
+        found = next((v for v in reversed(versions) if v.schema_id == schema_id), None)
+        if found is None and normalize:
+            found = await self._normalized_match(versions, parsed, refs)
+        if found is None:
+            raise _schema_not_found()
+        return await self.schema_answer(
+            found.schema_id, None, {"subject": subject, "version": found.version}
+        )
 
-    async def register(self, subject: str, body: Any) -> dict[str, Any]:
+    async def register(self, subject: str, body: Any, normalize: bool = False) -> dict[str, Any]:
         check_subject(subject)
         mode = await self._writable(subject)
         wanted_id, wanted_version = -1, -1
@@ -372,10 +432,15 @@ class SchemaRegistry:
                 e.OPERATION_NOT_PERMITTED,
                 "A schema id or version can only be given in IMPORT mode",
             )
-        fmt, parsed, refs, digest = await self._parse_request(body)
+        normalize = await self.normalizing(subject, normalize)
+        fmt, parsed, refs, digest = await self._parse_request(body, normalize)
         for _ in range(REGISTER_ATTEMPTS):
             versions = await self.coordinator.registry_subject_versions(subject)
             live = [v for v in versions if not v.deleted]
+            if normalize and mode != "IMPORT":
+                same_version = await self._normalized_match(live, parsed, refs)
+                if same_version is not None:
+                    return {"id": same_version.schema_id}
             if mode != "IMPORT":
                 level = await self.compatibility(subject)
                 same = await self.coordinator.registry_find_schema(digest)
@@ -525,6 +590,15 @@ class SchemaRegistry:
         answer = await self.schema_answer(schema_id, fmt)
         del answer["id"]
         return answer
+
+
+def _same_type(kind: str, found: dict[str, ParsedSchema]) -> dict[str, ParsedSchema]:
+    """References name schemas of the referring schema's own type (an Avro schema cannot
+    import a .proto file)."""
+    for name, ref in found.items():
+        if ref.schema_type != kind:
+            raise InvalidSchema(f"reference {name!r} is a {ref.schema_type} schema, not {kind}")
+    return found
 
 
 def _optional_int(value: Any, name: str) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,9 +29,16 @@ from lakelog.cli import cost_model as cost
 from lakelog.cli.console import reads, records
 from lakelog.cli.console.auth import BasicAuth, SecurityHeaders
 from lakelog.cli.console.connection import ClusterAccess
+from lakelog.cli.console.decoding import Decoded, WireDecoder
 from lakelog.cli.console.history import History
 from lakelog.cli.console.inputs import BadInput, integer, text, timestamp_ms
 from lakelog.cli.console.pipeline_runs import recent_runs
+from lakelog.cli.console.registry_client import (
+    RegistryAnswered,
+    RegistryReader,
+    RegistryUnavailable,
+    default_registry_url,
+)
 from lakelog.cli.console.sampler import Sampler
 
 log = logging.getLogger(__name__)
@@ -43,8 +51,12 @@ NAV = (
     ("storage", "Storage & cost"),
     ("transactions", "Transactions"),
     ("mirrors", "Mirrors"),
+    ("schemas", "Schemas"),
     ("pipeline", "Pipeline"),
 )
+SUBJECTS_DESCRIBED = 200
+"""The schemas page shows the latest version of at most this many subjects (the rest by
+name), so one page load asks the registry a bounded number of questions."""
 
 
 @dataclass
@@ -58,6 +70,9 @@ class ConsoleConfig:
     password: str | None = None
     prices: cost.Prices = field(default_factory=cost.Prices)
     retention_days: float = cost.DEFAULT_RETENTION_DAYS
+    registry_url: str | None = None
+    """The schema registry (None: the first bootstrap broker's default, port + 1001;
+    "": none, so no schemas page content and no decoding)."""
 
 
 def _bytes(value: float | None) -> str:
@@ -125,6 +140,11 @@ class Console:
         self.history = History(points, config.max_series)
         self.sampler = Sampler(config.access, self.history, config.interval_s, config.metrics)
         self.env = templates()
+        url = config.registry_url
+        if url is None:
+            url = default_registry_url(config.access.bootstrap)
+        self.registry = RegistryReader(url, config.access.security) if url else None
+        self.decoder = WireDecoder(self.registry) if self.registry else None
 
     # ------------------------------------------------------------------ rendering
 
@@ -208,6 +228,7 @@ class Console:
 
         async def action(client: AdminClient) -> Response:
             detail = await reads.topic(client, name)
+            subjects, problem = await self.topic_subjects(name)
             return self.page(
                 request,
                 "topic.html",
@@ -215,6 +236,9 @@ class Console:
                 title=f"Topic {name}",
                 topic=detail,
                 browse=None,
+                decoded={},
+                subjects=subjects,
+                registry_problem=problem,
                 form={"partition": "0", "offset": "", "time": "", "limit": "20"},
             )
 
@@ -243,6 +267,8 @@ class Console:
                 timestamp_ms=at,
                 limit=limit,
             )
+            subjects, problem = await self.topic_subjects(name)
+            decoded = await self.decode(name, page, subjects)
             return self.page(
                 request,
                 "topic.html",
@@ -250,6 +276,9 @@ class Console:
                 title=f"Topic {name}",
                 topic=detail,
                 browse=page,
+                decoded=decoded,
+                subjects=subjects,
+                registry_problem=problem,
                 form={
                     "partition": str(partition),
                     "offset": text(query, "offset"),
@@ -259,6 +288,93 @@ class Console:
             )
 
         return await self.with_admin(request, action)
+
+    async def topic_subjects(self, topic: str) -> tuple[dict[str, str], str]:
+        """The registry's subjects for `topic`'s keys and values (TopicNameStrategy:
+        `<topic>-key`, `<topic>-value`) that exist, and why the registry could not say."""
+        if self.registry is None:
+            return {}, ""
+        try:
+            known = set(await self.registry.subjects())
+        except (RegistryUnavailable, RegistryAnswered) as exc:
+            return {}, f"the schema registry did not list subjects: {exc}"
+        wanted = {part: f"{topic}-{part}" for part in ("key", "value")}
+        return {part: s for part, s in wanted.items() if s in known}, ""
+
+    async def decode(
+        self, topic: str, page: records.Page, subjects: dict[str, str]
+    ) -> dict[str, Decoded]:
+        """Each record's key and value decoded with the registry, by "offset/key" and
+        "offset/value" (absent: shown as it is)."""
+        found: dict[str, Decoded] = {}
+        if self.decoder is None:
+            return found
+        usages: dict[int, object] = {}
+        for r in page.records:
+            for part, raw in (("key", r.raw_key), ("value", r.raw_value)):
+                subject = f"{topic}-{part}"
+                done = await self.decoder.decode(raw, subject, part in subjects, usages)
+                if done is not None:
+                    found[f"{r.offset}/{part}"] = done
+        return found
+
+    async def schemas(self, request: Request) -> Response:
+        if self.registry is None:
+            return self.error(request, 404, "the console has no schema registry")
+        try:
+            names = await self.registry.subjects()
+            latest = await asyncio.gather(
+                *(self.registry.version(s, "latest") for s in names[:SUBJECTS_DESCRIBED]),
+                return_exceptions=True,
+            )
+        except (RegistryUnavailable, RegistryAnswered) as exc:
+            return self.error(request, 502, f"the schema registry at {self.registry.url}: {exc}")
+        rows = [
+            (s, latest[i] if i < len(latest) and not isinstance(latest[i], BaseException) else None)
+            for i, s in enumerate(names)
+        ]
+        return self.page(
+            request,
+            "schemas.html",
+            section="schemas",
+            title="Schemas",
+            rows=rows,
+            registry_url=self.registry.url,
+        )
+
+    async def subject(self, request: Request) -> Response:
+        if self.registry is None:
+            return self.error(request, 404, "the console has no schema registry")
+        subject = request.path_params["subject"]
+        try:
+            wanted = text(request.query_params, "version") or "latest"
+            if wanted != "latest":
+                wanted = str(integer(request.query_params, "version", None, 1, 2**31 - 1))
+            versions = await self.registry.versions(subject)
+            shown = await self.registry.version(subject, wanted)
+            level = await self.registry.compatibility(subject)
+        except BadInput as exc:
+            return self.error(request, 400, str(exc))
+        except RegistryAnswered as exc:
+            return self.error(request, exc.status if exc.status < 500 else 502, str(exc))
+        except RegistryUnavailable as exc:
+            return self.error(request, 502, f"the schema registry at {self.registry.url}: {exc}")
+        topic = next(
+            (subject.removesuffix(end) for end in ("-key", "-value") if subject.endswith(end)),
+            None,
+        )
+        return self.page(
+            request,
+            "subject.html",
+            section="schemas",
+            title=f"Subject {subject}",
+            subject=subject,
+            versions=versions,
+            shown=shown,
+            pretty=pretty_schema(shown.schema_type, shown.schema),
+            level=level,
+            topic=topic,
+        )
 
     async def groups(self, request: Request) -> Response:
         async def action(client: AdminClient) -> Response:
@@ -423,6 +539,16 @@ class Console:
         return self.error(request, 500, "the console failed to draw this page (see its log)")
 
 
+def pretty_schema(schema_type: str, schema: str) -> str:
+    """Avro and JSON Schema indented; Protobuf's .proto text as it is."""
+    if schema_type == "PROTOBUF":
+        return schema
+    try:
+        return json.dumps(json.loads(schema), indent=2, ensure_ascii=False)
+    except ValueError:
+        return schema
+
+
 def create_app(config: ConsoleConfig) -> ASGIApp:
     console = Console(config)
 
@@ -447,6 +573,8 @@ def create_app(config: ConsoleConfig) -> ASGIApp:
         Route("/transactions/{tid:path}", console.transaction),
         Route("/mirrors", console.mirrors),
         Route("/mirrors/{name}", console.mirror),
+        Route("/schemas", console.schemas),
+        Route("/schemas/{subject:path}", console.subject),
         Route("/pipeline", console.pipeline),
         Route("/api/series", console.series),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -53,6 +53,9 @@ class Record:
     key: Field
     value: Field
     headers: list[tuple[str, Field]]
+    raw_key: bytes | None = None
+    raw_value: bytes | None = None
+    """The whole key and value, for decoding with the schema registry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +155,9 @@ def _read(
 def _record(msg: Any) -> Record:
     _, ts = msg.timestamp()
     headers = [(name, decode(value)) for name, value in (msg.headers() or [])]
+    key, value = msg.key(), msg.value()
     return Record(
-        msg.partition(), msg.offset(), ts, decode(msg.key()), decode(msg.value()), headers
+        msg.partition(), msg.offset(), ts, decode(key), decode(value), headers, key, value
     )
 
 

@@ -164,17 +164,19 @@ async def delete_versions(
 async def configs(s: Session, subject: str) -> tuple[RegistryConfig, RegistryConfig]:
     """(the global settings, the subject's own); unset parts are None."""
     rows = await s.fetchall(
-        "SELECT subject, compatibility, mode FROM registry_configs WHERE subject IN ('', ?)",
+        "SELECT subject, compatibility, mode, normalize FROM registry_configs"
+        " WHERE subject IN ('', ?)",
         (subject,),
     )
-    found = {str(r[0]): RegistryConfig(r[1], r[2]) for r in rows}
+    found = {str(r[0]): RegistryConfig(r[1], r[2], r[3]) for r in rows}
     own = found.get(subject, RegistryConfig()) if subject else RegistryConfig()
     return found.get("", RegistryConfig()), own
 
 
 async def set_config(s: Session, subject: str, field: str, value: str | None) -> None:
-    """Set `subject`'s ('' is global) compatibility level or mode (`field`); None unsets."""
-    if field not in ("compatibility", "mode"):
+    """Set `subject`'s ('' is global) compatibility level, mode or normalize (`field`);
+    None unsets."""
+    if field not in ("compatibility", "mode", "normalize"):
         raise ValueError(field)
     await _lock(s)
     await s.execute(
