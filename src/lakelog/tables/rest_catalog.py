@@ -57,6 +57,8 @@ MAX_NAME = 255
 """Namespace parts and table names longer than this are malformed (SqlCatalog's columns)."""
 MAX_NAMESPACE_LEVELS = 16
 SEPARATOR = "\x1f"
+MAX_DISCARD_BYTES = 16 * 1024 * 1024
+"""A request body (never used) read and dropped before the answer, at most."""
 
 ENDPOINTS = [
     "GET /v1/{prefix}/namespaces",
@@ -216,6 +218,8 @@ class IcebergRestCatalog:
             try:
                 if request.url.path.endswith("/v1/oauth/tokens") and request.method == "POST":
                     return await self.auth.token(request)
+                if request.method not in ("GET", "HEAD"):
+                    await _discard_body(request)
                 request.state.principal = await self.auth.principal(request)
                 answer = await self._route(request)
             except IcebergError as exc:
@@ -294,6 +298,8 @@ class IcebergRestCatalog:
         if tail[0] in ("tables", "views") and len(tail) >= 2:
             name = _name(tail[1])
             if len(tail) > 2:
+                if reading:
+                    raise err.bad_request("unknown Iceberg REST catalog path")
                 return writing(f"{tail[0][:-1]} {'/'.join(tail[2:])}")
             if not reading:
                 return writing(f"{method} {tail[0][:-1]}")
@@ -308,6 +314,16 @@ class IcebergRestCatalog:
         if method not in ("GET", "HEAD"):
             raise err.read_only(what)
         return await handler(request)
+
+
+async def _discard_body(request: Request) -> None:
+    """Read and drop a request's body (no endpoint here takes one), so the client, still
+    sending, gets our answer rather than a reset; past MAX_DISCARD_BYTES, 413."""
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_DISCARD_BYTES:
+            raise IcebergError(413, "BadRequestException", "request body too large")
 
 
 def _name(text: str) -> str:
@@ -336,7 +352,8 @@ def _page(request: Request) -> _Page:
         if len(token) > 4 * MAX_NAME:
             raise err.bad_request("malformed pageToken")
         try:
-            after = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+            padded = token + "=" * (-len(token) % 4)
+            after = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
         except (binascii.Error, UnicodeDecodeError, ValueError):
             raise err.bad_request("malformed pageToken") from None
     return _Page(after, size, token is not None)
