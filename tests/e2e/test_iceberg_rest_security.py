@@ -6,7 +6,9 @@ pyiceberg and DuckDB use."""
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import (
@@ -32,6 +34,7 @@ from iceberg_support import (
 )
 from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import ForbiddenError
+from security_support import make_pki
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 TABLES = "/v1/lakelog/namespaces/lakelog/tables"
@@ -158,3 +161,37 @@ def test_duckdb_with_oauth_client_credentials(served: tuple[BrokerProcess, list]
     )
     assert sorted_rows(duckdb_rows(con, "lake", "orders")) == sorted_rows(rows)
     con.close()
+
+
+def test_https_is_the_registrys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`schema_registry_tls`: the catalog is served over HTTPS with the listener's
+    certificate, as the registry is, and not over plain HTTP."""
+    # requests lets these variables override a session's CA bundle (pyiceberg's `ssl`).
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    pki = make_pki(tmp_path / "pki")
+    proc = BrokerProcess(
+        tmp_path / "data",
+        env={
+            **FAST_COMMITS,
+            "SSL_CERTIFICATE_LOCATION": pki.server_cert,
+            "SSL_KEY_LOCATION": pki.server_key,
+            "SCHEMA_REGISTRY_TLS": "true",
+        },
+        registry=True,
+        name="iceberg-tls",
+    )
+    proc.start()
+    try:
+        rows = make_table(sql_catalog(proc), "orders", [[0, 1, 2]])
+        uri = f"https://127.0.0.1:{proc.registry_port}/iceberg"
+        rest = load_catalog("tls", type="rest", uri=uri, ssl={"cabundle": str(pki.ca)})
+        table = rest.load_table("lakelog.orders")
+        assert sorted_rows(table.scan().to_arrow().to_pylist()) == sorted_rows(rows)
+        assert f"Iceberg REST catalog at {uri}" in proc.log_text()
+        plain = f"http://127.0.0.1:{proc.registry_port}/iceberg/v1/config"
+        with pytest.raises(OSError):  # plain HTTP is not served (URLError or a reset)
+            urllib.request.urlopen(plain, timeout=30)
+    finally:
+        proc.close()
+        warn_tracebacks(proc)
