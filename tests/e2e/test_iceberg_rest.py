@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import http.client
 import json
+import random
 import socket
 from collections.abc import Iterator
 
@@ -162,7 +163,9 @@ HOSTILE: list[tuple[str, str, int, str]] = [
     ("POST", "/v1/lakelog/tables/rename", 406, RO),
     ("POST", "/v1/lakelog/transactions/commit", 406, RO),
     ("POST", "/v1/config", 406, RO),
+    ("GET", "", 400, BAD),
     ("GET", "/", 400, BAD),
+    ("GET", "/v1/lakelog/namespaces/lakelog/tables/%0d%0aX:%20y", 400, BAD),
     ("GET", "/v2/config", 400, BAD),
     ("GET", "/v1/other/namespaces", 400, BAD),
     ("GET", "/v1/lakelog/nonsense", 400, BAD),
@@ -253,3 +256,53 @@ def test_metadata_that_is_huge_outside_or_missing_is_refused(
         assert "root:" not in json.dumps(body)
     assert proc.alive()
     assert call(base(proc) + "/v1/lakelog/namespaces/lakelog/tables/orders")[0] == 200
+
+
+PIECES = [
+    "v1", "lakelog", "namespaces", "tables", "views", "orders", "config", "oauth", "tokens",
+    "metrics", "rename", "..", ".", "%00", "%1F", "%2F", "%ff%fe", "%", "%c0%af", "%c3%a9",
+    "x" * 300, "", "lakelog%1Flakelog", "%1F%1F", "a;b", "orders?x", "%0d%0aX:y",
+]  # fmt: skip
+QUERIES = [
+    "", "?pageToken=", "?pageToken=zz", "?pageToken=%ff%fe", "?pageSize=0", "?pageSize=1",
+    "?pageSize=99999999999999999999", "?parent=%1F%1F", "?parent=lakelog", "?snapshots=refs",
+    "?pageToken=&pageToken=b3JkZXJz", "?" + "a=b&" * 500,
+]  # fmt: skip
+METHODS = ["GET", "GET", "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+
+
+def test_random_hostile_requests_get_json_answers_and_no_tracebacks(
+    served: tuple[BrokerProcess, dict],
+) -> None:
+    """A small seeded fuzzer for the HTTP side (tests/fuzz speaks only Kafka): paths made of
+    the catalog's words and hostile pieces, every method, odd query strings and bodies."""
+    proc, rows = served
+    rng = random.Random(33)
+    statuses: set[int] = set()
+    for _ in range(400):
+        path = "/iceberg/" + "/".join(rng.choice(PIECES) for _ in range(rng.randint(0, 8)))
+        if rng.random() < 0.5:
+            path = "/iceberg/v1/" + "/".join(rng.choice(PIECES) for _ in range(rng.randint(0, 6)))
+        method = rng.choice(METHODS)
+        body = rng.choice([None, b"", b"{", b"grant_type=client_credentials", b"\xff" * 2000])
+        conn = http.client.HTTPConnection("127.0.0.1", proc.registry_port, timeout=60)
+        try:
+            conn.request(method, path + rng.choice(QUERIES), body=body)
+            response = conn.getresponse()
+            raw = response.read()
+        finally:
+            conn.close()
+        statuses.add(response.status)
+        assert response.status in (200, 204, 400, 401, 404, 406, 413), (method, path)
+        if method == "HEAD" or response.status == 204:
+            assert raw == b""
+            continue
+        answer = json.loads(raw)
+        if response.status >= 400 and not path.endswith("/oauth/tokens"):
+            assert answer["error"]["code"] == response.status, (method, path, answer)
+    assert {400, 406} <= statuses
+    assert proc.alive()
+    assert proc.tracebacks() == []
+    rest = load_catalog("after-fuzz", type="rest", uri=base(proc))
+    table = rest.load_table("lakelog.orders")
+    assert sorted_rows(table.scan().to_arrow().to_pylist()) == sorted_rows(rows["orders"])

@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import ssl
 
-from starlette.applications import Starlette
-from starlette.routing import Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lakelog.cli.common import UserError, describe
 from lakelog.cli.console.server import EmbeddedConsole, bind
@@ -69,7 +68,22 @@ def registry_app_for(
         RestAuth(access),
         authorizer,
     )
-    return Starlette(routes=[Mount(ICEBERG_PATH, app=iceberg.app()), Mount("/", app=registry)])
+    return _with_iceberg(registry, iceberg.app(ICEBERG_PATH))
+
+
+def _with_iceberg(registry: ASGIApp, iceberg: ASGIApp) -> ASGIApp:
+    """Requests under /iceberg go to the catalog, the rest (and lifespan) to the registry."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (
+            path == ICEBERG_PATH or path.startswith(ICEBERG_PATH + "/")
+        ):
+            await iceberg(scope, receive, send)
+        else:
+            await registry(scope, receive, send)
+
+    return app
 
 
 async def start_registry(

@@ -87,6 +87,8 @@ def expire_snapshots(
         for s in snapshots[:-keep]
         if s.timestamp_ms < older_than_ms and s.snapshot_id not in protected
     ]
+    if expired and not hasattr(table, "maintenance"):  # pyiceberg < 0.10: no ExpireSnapshots
+        return {"snapshots_expired": 0, "expire_skipped": "pyiceberg has no ExpireSnapshots"}
     if expired:
         table.maintenance.expire_snapshots().by_ids(expired).commit()
     return {"snapshots_expired": len(expired), "snapshots_kept": len(snapshots) - len(expired)}

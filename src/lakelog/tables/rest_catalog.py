@@ -16,6 +16,7 @@ The broker never imports pyiceberg or pyarrow for this: rows come from
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -25,10 +26,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lakelog.log.storage.store import ObjectNotFoundError, ObjectStorage, StorageError
 from lakelog.security.acl import Operation, ResourceType
@@ -47,8 +47,12 @@ NAMESPACE = "lakelog"
 """Table topics' namespace: table `lakelog.<topic>`."""
 PREFIX = "lakelog"
 """The `{prefix}` path segment /v1/config tells clients to use."""
-MAX_METADATA_BYTES = 64 * 1024 * 1024
-"""A metadata JSON larger than this (stored or unzipped) is refused, not loaded."""
+MAX_METADATA_BYTES = 16 * 1024 * 1024
+"""A metadata JSON larger than this (stored or unzipped) is refused, not loaded. The tables
+job's metadata, with old snapshots expired, is a few KiB to a few MiB."""
+MAX_CONCURRENT_LOADS = 2
+"""Metadata files read and parsed at once (each may take several times its size in
+memory while parsed); further loads wait their turn."""
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1_000
 MAX_UNPAGED = 10_000
@@ -99,6 +103,7 @@ class IcebergRestCatalog:
         self.locations = locations
         self.auth = auth
         self.authorizer = authorizer if auth.enabled else None
+        self._loads = asyncio.Semaphore(MAX_CONCURRENT_LOADS)
 
     # -- helpers
     def _may(self, request: Request, namespace: str, table: str, op: Operation) -> bool:
@@ -180,7 +185,8 @@ class IcebergRestCatalog:
             raise err.no_such_table(f"{namespace}.{table}")
         if head:
             return Response(status_code=204)
-        metadata = await self._metadata(location)
+        async with self._loads:
+            metadata = await self._metadata(location)
         if request.query_params.get("snapshots", "all") == "refs":
             metadata = _only_referenced(metadata)
         return {
@@ -212,16 +218,20 @@ class IcebergRestCatalog:
         return metadata
 
     # -- the app
-    def app(self) -> Starlette:
-        async def dispatch(request: Request) -> Response:
+    def app(self, mount: str) -> ASGIApp:
+        """The ASGI app for requests under `mount` (e.g. "/iceberg"). Not Starlette's
+        router: its patterns do not match every path a client can send (a decoded CR or LF,
+        say), and every path here must get the error model."""
+
+        async def dispatch(request: Request, path: str) -> Response:
             head = request.method == "HEAD"
             try:
-                if request.url.path.endswith("/v1/oauth/tokens") and request.method == "POST":
+                if path == "v1/oauth/tokens" and request.method == "POST":
                     return await self.auth.token(request)
                 if request.method not in ("GET", "HEAD"):
                     await _discard_body(request)
                 request.state.principal = await self.auth.principal(request)
-                answer = await self._route(request)
+                answer = await self._route(request, path)
             except IcebergError as exc:
                 response = exc.response(head)
                 if exc.status == 401 and self.auth.enabled:
@@ -230,22 +240,22 @@ class IcebergRestCatalog:
             except CatalogUnavailable as exc:
                 return err.unavailable(f"catalog database: {exc}").response(head)
             except Exception:
-                log.exception("iceberg rest: %s %s failed", request.method, request.url.path)
+                log.exception("iceberg rest: %s %r failed", request.method, path[:200])
                 return err.server_error("internal error").response(head)
             if isinstance(answer, Response):
                 return answer
             return Response(json.dumps(answer), 200, media_type="application/json")
 
-        methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
-        return Starlette(
-            routes=[
-                Route("/", dispatch, methods=methods),
-                Route("/{rest:path}", dispatch, methods=methods),
-            ]
-        )
+        async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                return
+            path = scope.get("path", "")[len(mount) :].removeprefix("/")
+            response = await dispatch(Request(scope, receive), path)
+            await response(scope, receive, send)
 
-    async def _route(self, request: Request) -> Any:
-        path = request.path_params.get("rest", "")
+        return asgi
+
+    async def _route(self, request: Request, path: str) -> Any:
         parts = path.split("/")
         if parts and parts[-1] == "" and len(parts) > 1:
             parts = parts[:-1]  # one trailing slash is tolerated
