@@ -306,3 +306,20 @@ def test_random_hostile_requests_get_json_answers_and_no_tracebacks(
     rest = load_catalog("after-fuzz", type="rest", uri=base(proc))
     table = rest.load_table("lakelog.orders")
     assert sorted_rows(table.scan().to_arrow().to_pylist()) == sorted_rows(rows["orders"])
+
+
+def test_view_rows_of_the_sql_catalog_are_not_tables(served: tuple[BrokerProcess, dict]) -> None:
+    """SqlCatalog (v1 schema) marks views written by other engines `iceberg_type = 'VIEW'`."""
+    proc, _ = served
+    with sql_catalog(proc).engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, "
+                "metadata_location, iceberg_type) VALUES ('lakelog', 'lakelog', 'aview', "
+                "'file:///nowhere/v.metadata.json', 'VIEW')"
+            )
+        )
+    status, listed, _ = call(base(proc) + f"{T}")
+    assert status == 200 and "aview" not in {i["name"] for i in listed["identifiers"]}
+    status, body, _ = call(base(proc) + f"{T}/aview")
+    assert (status, body["error"]["type"]) == (404, "NoSuchTableException")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
@@ -24,6 +25,7 @@ MAX_NAMESPACES = 10_000
 """Distinct namespaces read at most (the catalog holds one per table topic family)."""
 MAX_PROPERTIES = 1_000
 TIMEOUT_S = 10.0
+PROBE_AGAIN_S = 60.0
 
 
 class CatalogUnavailable(Exception):
@@ -38,6 +40,7 @@ class CatalogRows:
         self._pg_url = None if self._sqlite_path else coordinator_url
         self._gate = asyncio.Semaphore(MAX_CONCURRENT)
         self._typed: bool | None = None
+        self._probed_at = 0.0
         """Whether iceberg_tables has pyiceberg's `iceberg_type` column (views excluded)."""
 
     async def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -85,11 +88,11 @@ class CatalogRows:
             raise CatalogUnavailable(str(exc)) from exc
 
     async def _type_filter(self) -> str:
-        if self._typed is None:
-            try:
-                self._typed = await self._probe()
-            except _MissingTable:
-                self._typed = False
+        # A "no" is asked again after a while: the catalog's tables may be created later.
+        stale = time.monotonic() - self._probed_at > PROBE_AGAIN_S
+        if self._typed is None or (not self._typed and stale):
+            self._typed = await self._probe()
+            self._probed_at = time.monotonic()
         return " AND (iceberg_type IS NULL OR iceberg_type = 'TABLE')" if self._typed else ""
 
     async def _probe(self) -> bool:
