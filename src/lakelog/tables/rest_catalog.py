@@ -78,7 +78,8 @@ try the write endpoints, nor send scan metrics."""
 
 
 def topic_of(namespace: str, table: str) -> str:
-    """The topic whose ACLs decide about a table: the one of the same name."""
+    """The topic whose ACLs decide about a table: the one of the same name, whatever the
+    namespace (`lakelog.<t>` and a dead-letter table of `<t>` in another namespace)."""
     return table
 
 
