@@ -42,7 +42,7 @@ def test_a_test_process_keeps_kios_strategies(name: str) -> None:
     assert isinstance(name, str)
 
 
-SPARK_EXTRA = ("pyspark", "numpy", "pandas", "pyarrow", "py4j")
+SPARK_EXTRA = ("pyspark", "numpy", "pandas", "pyarrow", "py4j", "pyiceberg", "sqlalchemy")
 """What the `spark` extra brings: the broker installs without it (`pip install lakelog`)."""
 
 
@@ -55,6 +55,7 @@ def test_the_broker_and_the_cli_load_nothing_of_the_spark_extra() -> None:
         f"""
         import sys
         import lakelog.server.broker, lakelog.server.background.compaction, lakelog.cli.main
+        import lakelog.cli.serve_registry  # with the Iceberg REST catalog (issue 33)
         print(sorted(m for m in sys.modules if m.split(".")[0] in {SPARK_EXTRA!r}))
         """
     )

@@ -222,7 +222,9 @@ async def _serve(settings: Settings) -> None:
     tune_gc()
     announce(settings, f"{broker.host}:{broker.port}")
     try:
-        registry = await start_registry(settings, broker.coordinator, broker.authorizer)
+        registry = await start_registry(
+            settings, broker.coordinator, broker.authorizer, broker.storage
+        )
     except UserError:
         await broker.stop()
         if metrics_server is not None:

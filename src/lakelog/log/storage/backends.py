@@ -23,7 +23,7 @@ from obstore.store import LocalStore, MemoryStore, S3Store, from_url
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, ObjectStore, RetryConfig
 
-__all__ = ["SECRET_OPTIONS", "RetryPolicy", "open_store", "redact_url"]
+__all__ = ["SECRET_OPTIONS", "RetryPolicy", "open_store", "redact_url", "s3_options"]
 
 SECRET_OPTIONS = frozenset({"secret_access_key", "session_token"})
 _S3_OPTIONS = frozenset(
@@ -127,14 +127,26 @@ def _local(netloc: str, path: str, url: str) -> LocalStore:
     return LocalStore(root)
 
 
-def _s3(bucket: str, prefix: str, opts: dict[str, Any], retry: RetryConfig) -> S3Store:
-    if not bucket:
-        raise ValueError("s3:// URL needs a bucket: s3://bucket/optional/prefix")
+def s3_options(url: str) -> dict[str, Any]:
+    """An `s3://` URL's settings as the store sees them (URL query, then environment), for
+    whoever must hand the same store to another engine (the Iceberg REST catalog)."""
+    parts = urlsplit(url)
+    return _with_env(_coerce_all(dict(parse_qsl(parts.query))))
+
+
+def _with_env(opts: dict[str, Any]) -> dict[str, Any]:
     for name, env_names in _ENV.items():
         if name not in opts:
             value = next((os.environ[e] for e in env_names if os.environ.get(e)), None)
             if value is not None:
                 opts[name] = value
+    return opts
+
+
+def _s3(bucket: str, prefix: str, opts: dict[str, Any], retry: RetryConfig) -> S3Store:
+    if not bucket:
+        raise ValueError("s3:// URL needs a bucket: s3://bucket/optional/prefix")
+    _with_env(opts)
     config: dict[str, Any] = {
         name: opts[name]
         for name in ("endpoint", "region", "access_key_id", "secret_access_key", "session_token")

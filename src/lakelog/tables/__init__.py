@@ -1,0 +1,1 @@
+"""Table topics: topics as Apache Iceberg tables (issue 33)."""
