@@ -334,8 +334,8 @@ class Settings(BaseSettings):
     produce_commit_retry_ms: int = 25_000
     """A commit that fails (coordinator outage) is retried, its outcome checked first, for
     this long before its batches fail; below clients' request.timeout.ms (30 s)."""
-    produce_inline: bool = False
-    """The small-write path (issue 32): while the broker's append rate is below
+    produce_inline: bool = True
+    """The small-write path (issue 32; on by default): while the broker's append rate is below
     `produce_inline_below_bytes_per_second`, a sealed WAL buffer of at most
     `produce_inline_max_bytes` is committed with its bytes in the coordinator (an inline
     file, as durable as the commit) instead of being PUT, and moved into an ordinary object
