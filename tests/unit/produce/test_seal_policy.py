@@ -16,6 +16,7 @@ from lakelog.cli import cost_model
 from lakelog.cli.cost_model import Prices
 from lakelog.config import Settings
 from lakelog.coordinator.interface import BatchCoordinator
+from lakelog.log.produce.inline_policy import InlinePolicy
 from lakelog.log.produce.seal_policy import ByteRate, PutBudget, SealPolicy
 from lakelog.log.produce.wal_writer import CommittedObject
 from lakelog.log.storage.store import ObjectStorage
@@ -194,3 +195,45 @@ async def test_the_put_budget_spaces_early_seals(coordinator: BatchCoordinator) 
     assert sealed_at[1] - sealed_at[0] >= 0.5
     assert sealed_at[2] - sealed_at[1] >= 0.5
     await writer.close()
+
+
+async def test_inline_seals_follow_the_cap_and_object_seals_the_budget(
+    coordinator: BatchCoordinator,
+) -> None:
+    """A buffer that goes inline costs no PUT: it is sealed at the cap's pace, while the
+    same writer without the small-write path waits out its (tiny) PUT budget."""
+    topic_id = await _topic(coordinator)
+    budget = PutBudget(max_per_second=1000, min_per_second=0.001)  # 1,000 s between PUTs
+    policy = InlinePolicy(
+        max_bytes=64 * 1024, below_rate=1 << 20, broker_max_bytes=1 << 20, total_max_bytes=1 << 20
+    )
+    committed: list[CommittedObject] = []
+    inline = _writer(
+        ObjectStorage.from_url("memory://"),
+        coordinator,
+        committed,
+        commit_interval_ms=600_000,  # only an early seal can end this test
+        put_budget=budget,
+        inline=policy,
+    )
+    for i in range(3):
+        [future] = await inline.append([_request(topic_id, 0, b"i%d" % i)])
+        assert (await asyncio.wait_for(future, 60)).error == ErrorCode.none
+    assert [obj.object_key.split("/")[0] for obj in committed] == ["inline"] * 3
+    await inline.close()
+
+    objects: list[CommittedObject] = []
+    plain = _writer(
+        ObjectStorage.from_url("memory://"),
+        coordinator,
+        objects,
+        commit_interval_ms=600_000,
+        put_budget=budget,
+    )
+    [first] = await plain.append([_request(topic_id, 0, b"o0")])
+    assert (await asyncio.wait_for(first, 60)).error == ErrorCode.none  # idle: at once
+    [second] = await plain.append([_request(topic_id, 0, b"o1")])
+    await asyncio.sleep(0.5)
+    assert not second.done() and len(objects) == 1  # the next PUT is 1,000 s away
+    await plain.close()
+    assert (await asyncio.wait_for(second, 60)).error == ErrorCode.none  # close flushes
