@@ -1,16 +1,30 @@
 #!/usr/bin/env python3
-"""Latency and cost across offered load: what the WAL's adaptive sealing trades.
+"""Latency and cost across offered load: what the WAL's sealing and the small-write path
+trade (issue 32).
 
-One broker process on the local store (or `--storage-url`/`--coordinator-url`, or `--pg-s3`:
-a throwaway durable PostgreSQL and moto's S3 server over HTTP). For each offered rate
-(`--rates`, MiB/s; `max` = as fast as the client goes), on a new topic: a producer paced at
-that rate (acks=all, 1 KiB records) while a consumer tails the topic. Prints, per rate:
-achieved MiB/s, produce and end-to-end p50/p99/p999, PUTs per second and per GiB (every PUT
-the broker made, the inline mover's included, from its metrics), bytes committed inline in
-the coordinator per GiB (`--inline`: the small-write path of issue 32 on) and broker CPU
-seconds per GiB. Each phase lasts `--seconds` or `--max-mib` for `max`.
+One broker process on the embedded backend (local store, SQLite) or, with `--backend
+scaleout`, on a throwaway durable PostgreSQL and moto's S3 server over HTTP (or any
+`--storage-url`/`--coordinator-url`). For each offered rate (`--rates`, MiB/s; `max` = as
+fast as the client goes), on a new topic: a producer paced at that rate (acks=all, 1 KiB
+records) while a consumer tails the topic. Prints, per rate:
 
-Run: `.venv/bin/python bench/latency_sweep.py [--rates 1,10,50,200,max] [--json out.json]`.
+- achieved MiB/s, produce and end-to-end p50/p99/p999;
+- PUTs per second and per GiB (every PUT the broker made, the inline mover's included);
+- coordinator MiB written per GiB: bytes committed inline plus the growth of the rows
+  (`coordinator_meter.py`; at light load mostly rows: every commit adds a file row and
+  batch rows, and SQLite pages are never quite full), and of which inline;
+- the projected monthly bill of Lakelog and of classic Kafka (RF=3 over 3 zones) at the
+  point's rates, from the model and default price table `lakelog cost` uses (storage on
+  both sides, `--retention-days` kept), and Lakelog's as a share of Kafka's. The broker's
+  clients have no zone, so Lakelog pays no cross-zone client traffic here (zone-aware
+  clients, as `lakelog cost` assumes when zones are known).
+
+`--inline` turns the small-write path on, `--no-inline` off; neither: the broker default.
+Each paced point lasts `--seconds`, `max` sends `--max-mib`. PUTs of the inline mover for
+one point's files may land in the next point (it moves by size or after a minute).
+
+Run: `.venv/bin/python bench/latency_sweep.py [--backend embedded|scaleout] [--inline]
+[--rates 0.01,0.1,1,10,50,200,max] [--json out.json]`.
 """
 
 from __future__ import annotations
@@ -21,37 +35,49 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 from broker_proc import Broker, cpu_account
 from clients import create_topic
-from common import BenchError, MiB, log
+from common import BenchError, GiB, MiB, log
+from coordinator_meter import CoordinatorMeter
+from lakelog.cli import cost_model as cost
 from paced import phase_paced
 from report import fmt, render
 from scale_out import scale_out
 
-GiB = 1024 * MiB
-PUTS = 'lakelog_object_requests_total{op="put"}'
+REQUESTS = "lakelog_object_requests_total"
 INLINE_BYTES = "lakelog_wal_inline_bytes_total"
+RECORD_BYTES = 1024
 MAX_RATE = 100_000.0
 """MiB/s that stands for "as fast as the client goes" (the paced loop never catches up)."""
+DEFAULT_RATES = "0.01,0.1,1,10,50,200,max"
 
 
 def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
-    if args.pg_s3:
+    if args.backend == "scaleout" and not (args.storage_url and args.coordinator_url):
         with scale_out() as (args.storage_url, args.coordinator_url):
             log(f"PostgreSQL (durable) + S3 (moto): {args.coordinator_url}")
-            args.pg_s3 = False
-            return sweep(args)
+            return _sweep(args)
+    return _sweep(args)
+
+
+def _sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
     root = Path(tempfile.mkdtemp(prefix="lakelog-bench-sweep-"))
     if args.storage_url:
         os.environ["LAKELOG_STORAGE_URL"] = args.storage_url
     if args.coordinator_url:
         os.environ["LAKELOG_COORDINATOR_URL"] = args.coordinator_url
-    if args.inline:
-        os.environ["LAKELOG_PRODUCE_INLINE"] = "true"
+    if args.inline is not None:
+        os.environ["LAKELOG_PRODUCE_INLINE"] = "true" if args.inline else "false"
     broker = Broker(root, metrics=True)
+    meter = CoordinatorMeter(
+        args.coordinator_url or "sqlite:///" + str(broker.data_dir / "coordinator.sqlite3")
+    )
+    prices = cost.Prices()
     rows: list[dict[str, Any]] = []
     try:
         broker.start()
@@ -61,27 +87,37 @@ def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
             topic = f"sweep-{i}"
             create_topic(broker.bootstrap, topic, args.partitions)
             log(f"offered {rate} MiB/s")
-            before = broker.metric(PUTS)
-            inline_before = broker.metric(INLINE_BYTES)
+            before, rows_before, t0 = _metrics(broker), meter.row_bytes(), time.monotonic()
             cpu: dict[str, Any] = {}
             with cpu_account(broker, cpu):
                 paced = phase_paced(
-                    broker.bootstrap, topic, args.partitions, 1024, mibs, seconds, 256
+                    broker.bootstrap, topic, args.partitions, RECORD_BYTES, mibs, seconds, 256
                 )
-            puts = broker.metric(PUTS) - before
-            inline_bytes = broker.metric(INLINE_BYTES) - inline_before
-            gib = paced["mib"] * MiB / GiB
+            window = time.monotonic() - t0
+            delta = cost.counter_delta(before, _metrics(broker))
+            inline = _sample(delta, INLINE_BYTES)
+            rows_grown = meter.row_bytes() - rows_before
+            puts = _sample(delta, REQUESTS, op="put")
+            gib = paced["records"] * RECORD_BYTES / GiB
+            bill = cost.project(cost.usage_from_series(delta, window), prices, args.retention_days)
             rows.append(
                 {
                     "offered MiB/s": rate,
-                    "achieved MiB/s": paced["achieved_mib_s"],
+                    "achieved MiB/s": round(
+                        paced["records"] * RECORD_BYTES / MiB / paced["seconds"], 3
+                    ),
                     "produce p50/p99/p999 ms": _three(paced["produce_latency"]),
                     "e2e p50/p99/p999 ms": _three(paced["e2e"]),
-                    "PUTs/s": round(puts / max(paced.get("seconds", seconds), 1e-9), 3),
+                    "PUTs/s": round(puts / window, 3),
                     "PUTs/GiB": round(puts / gib),
-                    "inline MiB/GiB": round(inline_bytes / MiB / gib, 1),
+                    "coord MiB/GiB": round((inline + rows_grown) / MiB / gib, 1),
+                    "of which inline": round(inline / MiB / gib, 1),
+                    "Lakelog $/mo": round(bill.lakelog_usd, 2),
+                    "Kafka $/mo": round(bill.classic_usd, 2),
+                    "Lakelog/Kafka": round(bill.lakelog_usd / bill.classic_usd, 3)
+                    if bill.classic_usd
+                    else None,
                     "broker CPU s/GiB": round(cpu.get("broker_cpu_s", 0.0) / gib, 2),
-                    "other CPU %": cpu.get("other_cpu_pct"),
                 }
             )
     finally:
@@ -90,30 +126,60 @@ def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _metrics(broker: Broker) -> cost.Series:
+    url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
+    return cost.parse_metrics(urllib.request.urlopen(url, timeout=10).read().decode())
+
+
+def _sample(series: cost.Series, name: str, **labels: str) -> float:
+    """A counter delta summed over the series of `name` that carry `labels`."""
+    return sum(
+        value
+        for (series_name, have), value in series.items()
+        if series_name == name and labels.items() <= dict(have).items()
+    )
+
+
 def _three(summary: dict[str, Any]) -> str:
     return " / ".join(fmt(summary[k]) for k in ("p50_ms", "p99_ms", "p999_ms"))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rates", default="1,10,50,200,max", help="MiB/s list (1,10,50,200,max)")
-    ap.add_argument("--seconds", type=float, default=10.0, help="seconds per paced rate (10)")
+    ap.add_argument("--rates", default=DEFAULT_RATES, help=f"MiB/s list ({DEFAULT_RATES})")
+    ap.add_argument("--seconds", type=float, default=30.0, help="seconds per paced rate (30)")
     ap.add_argument("--max-mib", type=float, default=512.0, help="MiB at max rate (512)")
     ap.add_argument("--partitions", type=int, default=4, help="partitions per topic (4)")
-    ap.add_argument("--storage-url", help="object store (default: the broker's local one)")
-    ap.add_argument("--coordinator-url", help="batch coordinator (default: SQLite)")
     ap.add_argument(
-        "--pg-s3",
+        "--backend",
+        choices=("embedded", "scaleout"),
+        default="embedded",
+        help="embedded: local store + SQLite; scaleout: durable PostgreSQL + S3 (moto)",
+    )
+    ap.add_argument("--pg-s3", action="store_true", help="same as --backend scaleout")
+    ap.add_argument("--storage-url", help="object store (default: the backend's)")
+    ap.add_argument("--coordinator-url", help="batch coordinator (default: the backend's)")
+    inline = ap.add_mutually_exclusive_group()
+    inline.add_argument(
+        "--inline",
+        dest="inline",
         action="store_true",
-        help="start a durable PostgreSQL and moto's S3 server and sweep on those",
+        default=None,
+        help="small-write path on (produce_inline; issue 32)",
+    )
+    inline.add_argument(
+        "--no-inline", dest="inline", action="store_false", help="small-write path off"
     )
     ap.add_argument(
-        "--inline",
-        action="store_true",
-        help="turn the small-write path on (produce_inline; issue 32)",
+        "--retention-days",
+        type=float,
+        default=cost.DEFAULT_RETENTION_DAYS,
+        help="days of storage priced on both sides (7)",
     )
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = ap.parse_args()
+    if args.pg_s3:
+        args.backend = "scaleout"
     args.rates = [r.strip() for r in args.rates.split(",") if r.strip()]
     try:
         rows = sweep(args)

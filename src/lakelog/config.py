@@ -7,6 +7,7 @@ read them all is the point; the parsing helpers below the class are small."""
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import socket
 import tomllib
@@ -310,15 +311,21 @@ class Settings(BaseSettings):
     produce_commit_interval_ms: int = 250
     """The longest a batch waits in the WAL buffer before its object is sealed."""
     produce_max_puts_per_second: float = 100.0
-    """The WAL's PUT budget at light load: a buffer is sealed as soon as no upload is in
-    progress if it holds at least the broker's byte rate divided by the budget, so at light
-    load each request gets its own object at once (acknowledged after one upload and one
-    commit). 0: seal on size and interval only (`produce_commit_interval_ms`)."""
-    produce_put_budget_halving_rate: int = 9 * MiB // 2
-    """Bytes per second of produce at which the PUT budget is half of
-    `produce_max_puts_per_second`; it keeps shrinking as load grows, so objects grow faster
-    than load and PUTs per GiB fall (about 180 at 50 MiB/s; full objects at full speed).
-    Raise it to trade PUTs for latency at moderate load."""
+    """The most WAL seals a second: the hard cap of the PUT budget, and the pace of inline
+    commits (which cost no PUT). A buffer is sealed early, as soon as no upload is in
+    progress, one budget interval after the last seal; at light load with the small-write
+    path on, each request is committed at once. 0: seal on size and interval only
+    (`produce_commit_interval_ms`)."""
+    produce_put_cost_fraction: float = 0.04
+    """The WAL's PUT budget follows throughput: PUTs a second = this fraction x classic
+    Kafka's monthly bill per byte/s (cross-zone transfer and 3 replicas on block storage
+    for 7 days, priced as `lakelog cost` does with its default table, ~$310 per MiB/s) x
+    the append rate / the monthly bill of one PUT a second ($12.96), between one PUT per
+    `produce_commit_interval_ms` and `produce_max_puts_per_second`. 0.04 is about 1,000
+    PUTs per GiB (0.96 PUTs/s per MiB/s): Lakelog's object storage itself is ~4.4% of
+    Kafka's bill, so PUTs at 4% keep the total under a tenth of Kafka's from 10 MiB/s up
+    while objects at 50 MiB/s are still sealed every ~21 ms. Lower it to save PUTs, raise
+    it for lower latency at moderate load."""
     produce_max_sealed_buffers: int = 4
     """Sealed WAL buffers waiting for their upload, at most; further produce waits for room."""
     produce_upload_retries: int = 3
@@ -327,8 +334,8 @@ class Settings(BaseSettings):
     produce_commit_retry_ms: int = 25_000
     """A commit that fails (coordinator outage) is retried, its outcome checked first, for
     this long before its batches fail; below clients' request.timeout.ms (30 s)."""
-    produce_inline: bool = False
-    """The small-write path (issue 32): while the broker's append rate is below
+    produce_inline: bool = True
+    """The small-write path (issue 32; on by default): while the broker's append rate is below
     `produce_inline_below_bytes_per_second`, a sealed WAL buffer of at most
     `produce_inline_max_bytes` is committed with its bytes in the coordinator (an inline
     file, as durable as the commit) instead of being PUT, and moved into an ordinary object
@@ -635,6 +642,13 @@ class Settings(BaseSettings):
     def _not_negative(cls, value: int) -> int:
         if value < 0:
             raise ValueError("0 or more")
+        return value
+
+    @field_validator("produce_max_puts_per_second", "produce_put_cost_fraction")
+    @classmethod
+    def _put_budget(cls, value: float) -> float:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("a finite number, 0 or more")
         return value
 
     @field_validator(

@@ -20,6 +20,8 @@ CLUSTER = {
     "BROKER_HEARTBEAT_INTERVAL_MS": 200,
     "PRODUCE_COMMIT_INTERVAL_MS": 50,
     "FETCH_POLL_INTERVAL_MS": 20,
+    # The object path: the test waits for the zombie's upload before its late commit.
+    "PRODUCE_INLINE": False,
 }
 
 

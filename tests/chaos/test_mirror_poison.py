@@ -45,7 +45,8 @@ def _corrupt_newest_batch_of(broker: BrokerProcess, topic_partition: int) -> Non
 def test_a_corrupt_batch_fails_only_its_partition(
     broker_factory: BrokerFactory, topic_name: str
 ) -> None:
-    c = two_clusters(broker_factory)
+    # The source writes objects (not inline files): the test corrupts a batch in one.
+    c = two_clusters(broker_factory, source_env={"PRODUCE_INLINE": False})
     src = c.source.bootstrap
     create_topic(src, topic_name, PARTITIONS)
     produce_keyed(src, topic_name, 60, PARTITIONS, "first")

@@ -24,6 +24,8 @@ CLUSTER = {
     "BROKER_SESSION_TIMEOUT_MS": 60_000,
     "BROKER_HEARTBEAT_INTERVAL_MS": 500,
     "PRODUCE_COMMIT_INTERVAL_MS": 50,
+    # The object path: the test waits for the slow broker's upload before its late commit.
+    "PRODUCE_INLINE": False,
     "FETCH_POLL_INTERVAL_MS": 20,
     "TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": 200,
 }

@@ -27,6 +27,9 @@ FAST_BACKGROUND = {
     "RETENTION_CHECK_INTERVAL_MS": 200,
     "FILE_DELETE_GRACE_MS": 100,
     "PRODUCE_COMMIT_INTERVAL_MS": 50,
+    # The object path: each produce phase must make WAL objects of its own, whose deletion
+    # the tests watch (inline batches are not objects until moved).
+    "PRODUCE_INLINE": False,
 }
 OFFSET_OUT_OF_RANGE = 1
 EARLIEST, LATEST = -2, -1

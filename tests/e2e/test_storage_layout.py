@@ -171,7 +171,9 @@ def check_layout(
 
 @pytest.mark.timeout(180)
 def test_acked_batches_are_in_wal_objects(broker_factory: BrokerFactory, topic_name: str) -> None:
-    broker = broker_factory(env={"PRODUCE_COMMIT_INTERVAL_MS": 50})
+    # The object path: acknowledged batches are in wal/ objects, not inline in the
+    # coordinator (tests/unit/produce/test_wal_inline.py covers those).
+    broker = broker_factory(env={"PRODUCE_COMMIT_INTERVAL_MS": 50, "PRODUCE_INLINE": False})
     create_topic(broker.bootstrap, topic_name, PARTITIONS)
     delivered = produce(broker.bootstrap, topic_name, 3000, "none", 0)
     delivered += produce(broker.bootstrap, topic_name, 1500, "zstd", 3000)

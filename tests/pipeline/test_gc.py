@@ -19,7 +19,10 @@ from lakelog.pipeline.gc import run_gc
 from pipeline_jobs import run_job, stored_objects, with_coordinator
 
 PARTITIONS = 2
-BROKER_ENV = {"FILE_DELETE_GRACE_MS": 3_600_000}  # the broker's cleaner leaves marked files
+BROKER_ENV = {
+    "FILE_DELETE_GRACE_MS": 3_600_000,  # the broker's cleaner leaves marked files
+    "PRODUCE_INLINE": False,  # the object path: the tests watch uploads and WAL objects
+}
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -22,8 +22,10 @@ from pipeline_jobs import partition_rows, run_job, spark_rows, stored_objects
 PARTITIONS = 4
 OBJECTS = 500
 BROKER_ENV = {
-    # Every flush below becomes one object of its own.
+    # Every flush below becomes one object of its own (not an inline file: this is merge
+    # of WAL objects; tests/pipeline/test_inline_pipeline.py merges inline files).
     "PRODUCE_COMMIT_INTERVAL_MS": 2,
+    "PRODUCE_INLINE": False,
     # The broker's own light loop deletes the merged-away objects once marked and past
     # this grace (longer than any fetch in flight in this test).
     "FILE_DELETE_GRACE_MS": 3000,

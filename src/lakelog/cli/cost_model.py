@@ -298,20 +298,54 @@ def project(
             cross,
         ),
     )
-    ingest_gb, egress_gb = usage.bytes_in * month / GB, usage.bytes_out * month / GB
-    classic = (
+    classic = classic_kafka_items(usage.bytes_in, usage.bytes_out, prices, retention_days)
+    return Projection(lakelog, classic, tuple(_notes(usage, prices, retention_days)))
+
+
+def classic_kafka_items(
+    bytes_in: float, bytes_out: float, prices: Prices, retention_days: float
+) -> tuple[LineItem, ...]:
+    """Classic Kafka's month (RF=3 over 3 zones, clients not zone-aware) at `bytes_in`
+    produced and `bytes_out` consumed per second: cross-zone transfer and replicated disks."""
+    month, cross = MONTH_SECONDS, prices.cross_zone_per_gb
+    ingest_gb, egress_gb = bytes_in * month / GB, bytes_out * month / GB
+    return (
         _item("replication", "Replication (2 copies cross)", 2 * ingest_gb, "GB", cross),
         _item("produce_cross_zone", "Produce (2/3 crosses)", ingest_gb * 2 / 3, "GB", cross),
         _item("consume_cross_zone", "Consume (2/3 crosses)", egress_gb * 2 / 3, "GB", cross),
         _item(
             "replica_storage",
             f"Disks ({KAFKA_REPLICAS} replicas, {retention_days:g} days kept)",
-            KAFKA_REPLICAS * stored_gb_month(usage.bytes_in, retention_days),
+            KAFKA_REPLICAS * stored_gb_month(bytes_in, retention_days),
             "GB-month",
             prices.block_storage_per_gb_month,
         ),
     )
-    return Projection(lakelog, classic, tuple(_notes(usage, prices, retention_days)))
+
+
+def classic_kafka_usd_per_byte_per_second(
+    prices: Prices, retention_days: float = DEFAULT_RETENTION_DAYS
+) -> float:
+    """Classic Kafka's monthly bill per byte per second produced and consumed once (about
+    $310 per MiB/s at the default prices and 7 days: $169 of transfer, $142 of disks)."""
+    return sum(item.usd for item in classic_kafka_items(1.0, 1.0, prices, retention_days))
+
+
+def put_usd_per_put_per_second(prices: Prices) -> float:
+    """The monthly bill of one PUT per second ($12.96 at S3's $0.005 per 1,000)."""
+    return MONTH_SECONDS / 1000 * prices.put_list_per_1000_requests
+
+
+def puts_per_byte_at_fraction(
+    fraction: float, prices: Prices, retention_days: float = DEFAULT_RETENTION_DAYS
+) -> float:
+    """PUTs per byte produced whose bill is `fraction` of classic Kafka's for the same
+    bytes (the WAL's PUT budget per byte/s: `produce_put_cost_fraction`). Free PUTs: inf."""
+    put_usd = put_usd_per_put_per_second(prices)
+    wanted = fraction * classic_kafka_usd_per_byte_per_second(prices, retention_days)
+    if put_usd <= 0:
+        return math.inf if wanted > 0 else 0.0
+    return wanted / put_usd
 
 
 def _notes(usage: Usage, prices: Prices, retention_days: float) -> list[str]:

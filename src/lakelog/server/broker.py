@@ -46,6 +46,7 @@ from lakelog.server.cluster.identity import (
 from lakelog.server.cluster.outage import is_outage, log_failure
 from lakelog.server.cluster.zones import partition_broker, suspected, zone_brokers
 from lakelog.server.listener import Server
+from lakelog.server.put_budget import put_budget
 from lakelog.server.topics import TopicCache
 from lakelog.server.txn.expiry import TransactionTimeouts
 from lakelog.util.errors import ErrorCode
@@ -129,8 +130,7 @@ class Broker:
             commit_delay_ms=settings.fault_commit_delay_ms,
             commit_retry_ms=settings.produce_commit_retry_ms,
             still_leads=self.still_leads,
-            max_puts_per_second=settings.produce_max_puts_per_second,
-            put_budget_halving_rate=settings.produce_put_budget_halving_rate,
+            put_budget=put_budget(settings),
             inline=self.inline_policy,
         )
         self.server = Server(

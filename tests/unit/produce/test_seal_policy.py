@@ -7,14 +7,25 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given, settings
+from pydantic import ValidationError
+
+from lakelog.cli import cost_model
+from lakelog.cli.cost_model import Prices
+from lakelog.config import Settings
 from lakelog.coordinator.interface import BatchCoordinator
-from lakelog.log.produce.seal_policy import ByteRate, SealPolicy
+from lakelog.log.produce.inline_policy import InlinePolicy
+from lakelog.log.produce.seal_policy import ByteRate, PutBudget, SealPolicy
 from lakelog.log.produce.wal_writer import CommittedObject
 from lakelog.log.storage.store import ObjectStorage
+from lakelog.server.put_budget import put_budget
 from lakelog.util.errors import ErrorCode
 from tests.unit.produce.test_wal_writer import FlakyStorage, _request, _topic, _writer
 
 MiB = 1 << 20
+GiB = 1 << 30
 
 
 def test_byte_rate_counts_the_last_second_and_forgets_older_bytes() -> None:
@@ -26,16 +37,88 @@ def test_byte_rate_counts_the_last_second_and_forgets_older_bytes() -> None:
     assert rate.per_second(5.0) == 0
 
 
-def test_budget_halves_at_the_halving_rate_and_spaces_seals() -> None:
-    policy = SealPolicy(max_puts_per_second=100, halving_rate=6 * MiB)
-    assert policy.puts_per_second(0) == 100
-    assert policy.puts_per_second(6 * MiB) == 50
-    assert policy.puts_per_second(54 * MiB) == 10  # ~5 MiB objects at 54 MiB/s
+DEFAULT_BUDGET = put_budget(Settings(broker_id=0))
+"""The broker's budget at the default settings and prices."""
+
+
+@pytest.mark.parametrize(
+    ("mib_s", "puts_s"),
+    [
+        (0.01, 4.0),  # the floor: one PUT per 250 ms commit interval
+        (1, 4.0),  # the cost target (0.96/s) is below the floor
+        (10, 9.58),  # 0.04 x $310.4 x 10 / $12.96
+        (50, 47.9),
+        (200, 100.0),  # the cap
+    ],
+)
+def test_default_budget_at_each_rate(mib_s: float, puts_s: float) -> None:
+    assert DEFAULT_BUDGET.per_second(mib_s * MiB) == pytest.approx(puts_s, rel=0.01)
+
+
+def test_the_budget_is_the_cost_fraction_of_kafkas_bill_in_the_middle() -> None:
+    """PUTs bought by the budget at 10 MiB/s cost 4% of classic Kafka's bill, priced by the
+    same model `lakelog cost` uses (which prices Kafka at ~$310 per MiB/s a month)."""
+    prices = Prices()
+    kafka = cost_model.classic_kafka_usd_per_byte_per_second(prices) * 10 * MiB
+    assert kafka == pytest.approx(3104, rel=0.01)
+    puts = DEFAULT_BUDGET.per_second(10 * MiB) * cost_model.put_usd_per_put_per_second(prices)
+    assert puts == pytest.approx(0.04 * kafka)
+    usage = cost_model.Usage(bytes_in=10 * MiB, bytes_out=10 * MiB)
+    assert cost_model.project(usage, prices).classic_usd == pytest.approx(kafka)
+
+
+def test_settings_move_the_budget() -> None:
+    settings = Settings(
+        broker_id=0,
+        produce_put_cost_fraction=0.08,
+        produce_commit_interval_ms=100,
+        produce_max_puts_per_second=30,
+    )
+    budget = put_budget(settings)
+    assert budget.per_second(0) == 10  # one per 100 ms interval
+    assert budget.per_second(10 * MiB) == pytest.approx(2 * DEFAULT_BUDGET.per_second(10 * MiB))
+    assert budget.per_second(50 * MiB) == 30
+    with pytest.raises(ValidationError):
+        Settings(broker_id=0, produce_put_cost_fraction=-1)
+
+
+RATES = st.just(0.0) | st.floats(min_value=1.0, max_value=1e12)
+"""Bytes per second: none, or at least one (no subnormal arithmetic)."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    RATES,
+    RATES,
+    st.floats(min_value=0, max_value=1000),
+    st.floats(min_value=0, max_value=1000),
+    st.just(0.0) | st.floats(min_value=1e-12, max_value=1e-3),
+)
+def test_budget_grows_with_rate_while_puts_per_gib_fall(
+    rate_a: float, rate_b: float, cap: float, floor: float, per_byte: float
+) -> None:
+    low, high = sorted((rate_a, rate_b))
+    budget = PutBudget(max_per_second=cap, min_per_second=floor, puts_per_byte=per_byte)
+    assert budget.per_second(low) <= budget.per_second(high)
+    if low > 0:
+        per_gib_low = budget.per_second(low) / low * GiB
+        per_gib_high = budget.per_second(high) / high * GiB
+        assert per_gib_high <= per_gib_low * (1 + 1e-9)
+    assert budget.per_second(high) <= cap
+
+
+def test_seals_are_spaced_by_the_budget_and_inline_ones_by_the_cap() -> None:
+    policy = SealPolicy(PutBudget(max_per_second=100, min_per_second=4, puts_per_byte=1e-6))
     assert policy.early_at(0.0) is not None and policy.early_at(0.0) < 0  # never sealed yet
     policy.sealed(10.0)
-    assert policy.early_at(10.0) == 10.0 + 1 / 100
-    off = SealPolicy(max_puts_per_second=0, halving_rate=6 * MiB)
+    assert policy.early_at(10.0) == 10.0 + 1 / 4  # no load: the floor
+    assert policy.early_at(10.0, inline=True) == 10.0 + 1 / 100  # a commit, not a PUT
+    policy.appended(10.0, 10 * MiB)
+    # ~20 MiB/s over the half-second bucket: 1e-6 x 20 MiB = ~21 PUTs a second.
+    assert policy.early_at(10.0) == pytest.approx(10.0 + 1 / (20 * MiB * 1e-6))
+    off = SealPolicy(PutBudget(max_per_second=0, min_per_second=4, puts_per_byte=1))
     assert off.early_at(10.0) is None
+    assert off.early_at(10.0, inline=True) is None
 
 
 async def test_idle_writer_seals_at_once_not_after_the_interval(
@@ -48,7 +131,7 @@ async def test_idle_writer_seals_at_once_not_after_the_interval(
         coordinator,
         committed,
         commit_interval_ms=600_000,  # only an early seal can end this test
-        max_puts_per_second=1000,
+        put_budget=PutBudget(1000, 1000),
     )
     for i in range(3):
         [future] = await writer.append([_request(topic_id, 0, b"v%d" % i)])
@@ -66,7 +149,11 @@ async def test_batches_gather_while_an_upload_runs_and_keep_their_order(
     storage.gate = asyncio.Event()
     committed: list[CommittedObject] = []
     writer = _writer(
-        storage, coordinator, committed, commit_interval_ms=600_000, max_puts_per_second=1000
+        storage,
+        coordinator,
+        committed,
+        commit_interval_ms=600_000,
+        put_budget=PutBudget(1000, 1000),
     )
     first = await writer.append([_request(topic_id, 0, b"a")])
     while storage.puts == 0:  # the first object is uploading (held at the gate)
@@ -90,7 +177,7 @@ async def test_the_put_budget_spaces_early_seals(coordinator: BatchCoordinator) 
         coordinator,
         [],
         commit_interval_ms=600_000,
-        max_puts_per_second=2,  # one early seal per half second at light load
+        put_budget=PutBudget(2, 2),  # one early seal per half second
     )
     sealed_at: list[float] = []
 
@@ -99,7 +186,7 @@ async def test_the_put_budget_spaces_early_seals(coordinator: BatchCoordinator) 
             sealed_at.append(now)
             super().sealed(now)
 
-    writer._policy = Recording(max_puts_per_second=2, halving_rate=6 * MiB)
+    writer._policy = Recording(PutBudget(2, 2))
     for i in range(3):
         [future] = await writer.append([_request(topic_id, 0, b"v%d" % i)])
         assert (await asyncio.wait_for(future, 60)).error == ErrorCode.none
@@ -108,3 +195,45 @@ async def test_the_put_budget_spaces_early_seals(coordinator: BatchCoordinator) 
     assert sealed_at[1] - sealed_at[0] >= 0.5
     assert sealed_at[2] - sealed_at[1] >= 0.5
     await writer.close()
+
+
+async def test_inline_seals_follow_the_cap_and_object_seals_the_budget(
+    coordinator: BatchCoordinator,
+) -> None:
+    """A buffer that goes inline costs no PUT: it is sealed at the cap's pace, while the
+    same writer without the small-write path waits out its (tiny) PUT budget."""
+    topic_id = await _topic(coordinator)
+    budget = PutBudget(max_per_second=1000, min_per_second=0.001)  # 1,000 s between PUTs
+    policy = InlinePolicy(
+        max_bytes=64 * 1024, below_rate=1 << 20, broker_max_bytes=1 << 20, total_max_bytes=1 << 20
+    )
+    committed: list[CommittedObject] = []
+    inline = _writer(
+        ObjectStorage.from_url("memory://"),
+        coordinator,
+        committed,
+        commit_interval_ms=600_000,  # only an early seal can end this test
+        put_budget=budget,
+        inline=policy,
+    )
+    for i in range(3):
+        [future] = await inline.append([_request(topic_id, 0, b"i%d" % i)])
+        assert (await asyncio.wait_for(future, 60)).error == ErrorCode.none
+    assert [obj.object_key.split("/")[0] for obj in committed] == ["inline"] * 3
+    await inline.close()
+
+    objects: list[CommittedObject] = []
+    plain = _writer(
+        ObjectStorage.from_url("memory://"),
+        coordinator,
+        objects,
+        commit_interval_ms=600_000,
+        put_budget=budget,
+    )
+    [first] = await plain.append([_request(topic_id, 0, b"o0")])
+    assert (await asyncio.wait_for(first, 60)).error == ErrorCode.none  # idle: at once
+    [second] = await plain.append([_request(topic_id, 0, b"o1")])
+    await asyncio.sleep(0.5)
+    assert not second.done() and len(objects) == 1  # the next PUT is 1,000 s away
+    await plain.close()
+    assert (await asyncio.wait_for(second, 60)).error == ErrorCode.none  # close flushes

@@ -3,18 +3,24 @@ adaptive part of the trade between produce latency and PUT cost.
 
 An object costs one PUT whatever its size, so small objects are cheap only while they are
 few. While no upload is in progress, the buffer is sealed as soon as the PUT budget allows:
-one budget interval after the last seal. The budget is `produce_max_puts_per_second` at
-light load and shrinks as load grows (it halves at `produce_put_budget_halving_rate` bytes
-per second, a third at twice that, ...), so:
+one budget interval after the last seal. The budget (`PutBudget`) follows throughput: it
+is the PUT rate whose bill is a set fraction of what classic Kafka pays for the same byte
+rate (`produce_put_cost_fraction`; priced by `lakelog cost`'s model), clamped between
 
-- at light load a request waits at most one upload, one commit and one budget interval
-  (10 ms by default), not the commit interval;
-- as load grows, objects grow faster than the load, so PUTs per GiB fall;
-- at full speed they fill to `produce_buffer_max_bytes`, as before.
+- a floor of one PUT per commit interval: the interval timer seals a buffer that old
+  anyway, so a lower budget would save no PUT and only make a request that arrives
+  between seals wait longer;
+- `produce_max_puts_per_second`, a hard cap: at high rates objects fill fast, and
+  latency stays about one budget interval plus one upload and one commit.
 
-While an upload is in progress, batches gather; the buffer is sealed when it ends. The
-commit interval stays the longest a batch waits. Pure and clock-driven (the caller passes
-`now`), so tests need no event loop."""
+So PUTs per GiB are constant across the middle of the range (the cost fraction) and fall
+at both ends, and at full speed objects fill to `produce_buffer_max_bytes` as before.
+
+A buffer that will be committed inline (issue 32's small-write path) costs a coordinator
+commit, not a PUT: it is paced by the cap alone, so light load gets low latency without
+PUTs. While an upload is in progress, batches gather; the buffer is sealed when it ends.
+The commit interval stays the longest a batch waits. Pure and clock-driven (the caller
+passes `now`), so tests need no event loop."""
 
 from __future__ import annotations
 
@@ -54,12 +60,28 @@ class ByteRate:
         self._start = now if elapsed >= 2 * self.bucket_s else self._start + self.bucket_s
 
 
+@dataclass(frozen=True, slots=True)
+class PutBudget:
+    """PUTs per second the WAL may spend at a byte rate: `puts_per_byte x rate`, clamped
+    to [`min_per_second`, `max_per_second`] (the cap wins should the two cross)."""
+
+    max_per_second: float
+    """The hard cap; 0 turns early sealing off (size and interval only)."""
+    min_per_second: float = 0.0
+    """The floor (one PUT per commit interval in the broker)."""
+    puts_per_byte: float = 0.0
+    """PUTs per byte appended at the cost target (0: the budget is the floor)."""
+
+    def per_second(self, rate: float) -> float:
+        """The budget at `rate` bytes per second: non-decreasing in the rate, while PUTs
+        per byte (`per_second(rate) / rate`) never increase."""
+        wanted = max(self.min_per_second, self.puts_per_byte * max(rate, 0.0))
+        return min(self.max_per_second, wanted)
+
+
 @dataclass(slots=True)
 class SealPolicy:
-    max_puts_per_second: float
-    """The PUT budget at light load; 0 turns early sealing off (size and interval only)."""
-    halving_rate: float
-    """Bytes per second at which the budget is half of `max_puts_per_second`."""
+    budget: PutBudget
     rate: ByteRate = field(default_factory=ByteRate)
     _last_seal: float = float("-inf")
 
@@ -67,16 +89,21 @@ class SealPolicy:
         self.rate.add(now, size)
 
     def sealed(self, now: float) -> None:
-        """A buffer was sealed (for any reason): one PUT spent."""
+        """A buffer was sealed (for any reason): one PUT (or inline commit) spent."""
         self._last_seal = now
 
     def puts_per_second(self, rate: float) -> float:
         """The PUT budget at a byte rate."""
-        return self.max_puts_per_second / (1.0 + rate / self.halving_rate)
+        return self.budget.per_second(rate)
 
-    def early_at(self, now: float) -> float | None:
+    def early_at(self, now: float, *, inline: bool = False) -> float | None:
         """The earliest time the active buffer may be sealed early (None: never): one
-        budget interval after the last seal, the interval growing with load."""
-        if self.max_puts_per_second <= 0:
+        budget interval after the last seal. `inline`: the buffer would be committed
+        inline (no PUT), so only the cap spaces seals."""
+        cap = self.budget.max_per_second
+        if cap <= 0:
             return None
-        return self._last_seal + 1.0 / self.puts_per_second(self.rate.per_second(now))
+        per_second = cap if inline else self.puts_per_second(self.rate.per_second(now))
+        if per_second <= 0:
+            return None
+        return self._last_seal + 1.0 / per_second

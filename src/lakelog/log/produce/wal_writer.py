@@ -33,7 +33,7 @@ from uuid import UUID
 from lakelog.coordinator.interface import BatchCoordinator
 from lakelog.coordinator.log_types import CommitBatch, CommitBatchResult, TimestampType
 from lakelog.log.produce.inline_policy import InlinePolicy
-from lakelog.log.produce.seal_policy import SealPolicy
+from lakelog.log.produce.seal_policy import PutBudget, SealPolicy
 from lakelog.log.protocol.records import BatchHeader
 from lakelog.log.storage.keys import new_inline_key, new_wal_key
 from lakelog.log.storage.store import ObjectStorage
@@ -100,8 +100,7 @@ class WalWriter:
         commit_delay_ms: int = 0,
         commit_retry_ms: int = 25_000,
         still_leads: Callable[[UUID, int, str | None], Awaitable[bool]] | None = None,
-        max_puts_per_second: float = 0.0,
-        put_budget_halving_rate: float = 4.5 * 1024 * 1024,
+        put_budget: PutBudget | None = None,
         inline: InlinePolicy | None = None,
     ) -> None:
         self._storage = storage
@@ -126,7 +125,8 @@ class WalWriter:
         self._deletes: set[asyncio.Task[None]] = set()
         self._previous_commit: asyncio.Future[None] | None = None
         self._closed = False
-        self._policy = SealPolicy(max_puts_per_second, put_budget_halving_rate)
+        self._policy = SealPolicy(put_budget or PutBudget(0.0))
+        """No budget: no early sealing (size and interval only)."""
         self.inline = inline
         """None: every buffer is uploaded (the small-write path is off)."""
         self._uploading = 0
@@ -194,7 +194,7 @@ class WalWriter:
         if self._early is not None or not self._early_possible():
             return
         loop = asyncio.get_running_loop()
-        at = self._policy.early_at(loop.time())
+        at = self._policy.early_at(loop.time(), inline=self._inline_likely())
         if at is None:
             return
         if at <= loop.time():
@@ -211,8 +211,9 @@ class WalWriter:
         self._early = None
         if not self._early_possible():
             return
-        at = self._policy.early_at(asyncio.get_running_loop().time())
-        if at is not None and at <= asyncio.get_running_loop().time():
+        now = asyncio.get_running_loop().time()
+        at = self._policy.early_at(now, inline=self._inline_likely())
+        if at is not None and at <= now:
             self._seal("early")
         else:
             self._consider_early()
@@ -480,6 +481,11 @@ class WalWriter:
             retrying = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, COMMIT_RETRY_MAX_S)
+
+    def _inline_likely(self) -> bool:
+        """Would the active buffer, sealed now, go inline? Then sealing it costs a commit,
+        not a PUT, and the budget's cap alone paces it."""
+        return self._goes_inline(self._active.size)
 
     def _goes_inline(self, size: int) -> bool:
         """Commit this buffer inline? (Small, at a low append rate, under the caps.)"""
