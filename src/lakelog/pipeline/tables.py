@@ -24,7 +24,8 @@ metadata file the pointer never reached): the rerun writes the range again under
 names, and `lakelog pipeline gc` deletes the leftovers after its orphan grace
 (`lakelog.pipeline.tables_gc`). Killed after the commit, the rerun starts after it.
 
-`cleanup.policy=compact` topics are upserted: see `lakelog.pipeline.tables_upsert`.
+`cleanup.policy=compact` topics keep one row per key: their commit is an upsert (the
+pass's files are staging, read back by the driver), see `lakelog.pipeline.tables_upsert`.
 
 Fault hook for the kill tests: `LAKELOG_TABLES_PAUSE_AT=<step>:<marker file>` (steps:
 `written`, `committing`, `committed`) makes the driver create the marker file and wait
@@ -138,6 +139,8 @@ class TopicPlan:
     dlq: Table | None
     main_next: dict[int, int]
     dlq_next: dict[int, int]
+    compact: bool = False
+    """cleanup.policy includes compact: one row per key (`tables_upsert`)."""
     ends: dict[int, int] = field(default_factory=dict)
 
 
@@ -359,7 +362,10 @@ def _plan_topic(
             catalog, DLQ_NAMESPACE, topic, DLQ_SCHEMA, wh.dlq_location(topic), None, topic_id
         )
     summary.columns_added += added
-    return TopicPlan(topic, topic_id, spec, table, dlq, _next_offsets(table), _next_offsets(dlq))
+    compact = "compact" in info.configs.get("cleanup.policy", "delete")
+    return TopicPlan(
+        topic, topic_id, spec, table, dlq, _next_offsets(table), _next_offsets(dlq), compact
+    )
 
 
 def _tasks(
@@ -388,16 +394,28 @@ def _tasks(
     return tasks
 
 
-def _commit(table: Table, files: list[str], next_offsets: dict[int, int], topic_id: str) -> bool:
-    """Append the files and record the next offsets, in one catalog commit; False when
-    there was nothing to change."""
+def _commit(
+    table: Table,
+    files: list[str],
+    next_offsets: dict[int, int],
+    topic_id: str,
+    upsert_mode: str | None = None,
+) -> bool:
+    """Append the files (or, `upsert_mode` given, upsert their rows: compacted topics) and
+    record the next offsets, in one catalog commit; False when nothing changed."""
     previous = _next_offsets(table)
     merged = {**previous, **next_offsets}
     if not files and merged == previous:
         return False
-    value = json.dumps(
-        {"topic_id": topic_id, "next": {str(p): o for p, o in sorted(merged.items())}}
-    )
+    offsets = {str(p): o for p, o in sorted(merged.items())}
+    value = json.dumps({"topic_id": topic_id, "next": offsets})
+    if upsert_mode is not None:
+        from lakelog.pipeline.tables_upsert import upsert_commit
+
+        upsert_commit(table, files, upsert_mode, {NEXT_OFFSETS: value})
+        for path in files:  # staging only: the upsert wrote the rows anew
+            table.io.delete(path)
+        return True
     with table.transaction() as tx:
         if files:
             tx.add_files(
@@ -466,7 +484,9 @@ def run_tables(
             plan.dlq, [f for r in mine for f in r.dlq_files], plan.ends, plan.topic_id
         ):
             summary.commits += 1
-        if _commit(plan.table, [f for r in mine for f in r.files], plan.ends, plan.topic_id):
+        upsert = plan.spec.mode if plan.compact else None
+        main_files = [f for r in mine for f in r.files]
+        if _commit(plan.table, main_files, plan.ends, plan.topic_id, upsert):
             summary.commits += 1
         ctx.progress.advance()
     pause_at("committed")
