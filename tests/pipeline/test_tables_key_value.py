@@ -5,6 +5,8 @@ with pyiceberg and pandas holds exactly the committed records."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +50,34 @@ def test_key_value_table_holds_exactly_the_committed_records(
     ends = {str(p): max(r.offset for r in expected if r.partition == p) + 1 for p in (0, 1)}
     # The commit markers take offsets too: the recorded next offsets are past them.
     assert all(offsets["next"][p] >= ends[p] for p in ends)
+
+    # `lakelog topics describe` shows the table, its rows and no lag.
+    backend = topic.broker.backend
+    described = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lakelog",
+            "topics",
+            "describe",
+            topic.name,
+            "-b",
+            topic.bootstrap,
+            "--storage-url",
+            backend.storage_url,
+            "--coordinator-url",
+            backend.coordinator_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert described.returncode == 0, described.stderr
+    assert f"Table: lakelog.{topic.name}\tSnapshots: 1\tRows: {len(expected)}\t" in (
+        described.stdout
+    )
+    assert "LagRecords: 0\tLagSeconds: 0" in described.stdout
 
     # Incremental: a second pass writes only what is new.
     second = make_records(30, PARTITIONS, MIDNIGHT + 86_400_000, tag="second")
