@@ -18,7 +18,8 @@ One pass, per table topic (`lakelog.iceberg.mode` not `disabled`):
    table. The dead-letter table commits first; each table skips the offsets it already has.
 
 Exactly once: a table's rows and its next offsets change in one atomic catalog commit
-(a compare-and-swap of the metadata pointer), and a run starts from the committed offsets.
+(a compare-and-swap of the metadata pointer, never retried onto a newer table: see
+NO_RETRIES), and a run starts from the committed offsets.
 A run killed before or during the commit leaves files no snapshot references (and maybe a
 metadata file the pointer never reached): the rerun writes the range again under new
 names, and `lakelog pipeline gc` deletes the leftovers after its orphan grace
@@ -67,6 +68,10 @@ NEXT_OFFSETS = "lakelog.next-offsets"
 DEFAULT_MAX_OFFSETS_PER_TASK = 1_000_000
 MAX_OPEN_WRITERS = 32
 """Time buckets one task writes at once; more roll over to further files."""
+NO_RETRIES = {"commit.retry.num-retries": "0"}
+"""pyiceberg would rebase a commit that lost a race onto the winner's and retry it: two
+passes over the same offsets would then both land. Without retries the loser fails (its
+files become orphans) and the next pass starts from the winner's offsets."""
 PAUSE_ENV = "LAKELOG_TABLES_PAUSE_AT"
 PAUSE_LIMIT_S = 3600.0
 _BUCKET_UNITS = {"day(timestamp)": "D", "hour(timestamp)": "h", "month(timestamp)": "M"}
@@ -312,7 +317,7 @@ def _ensure_table(
             identifier,
             schema=schema,
             location=location,
-            properties={"lakelog.topic-id": topic_id, "format-version": "2"},
+            properties={"lakelog.topic-id": topic_id, "format-version": "2", **NO_RETRIES},
         ) as tx:
             if partition is not None:
                 column, transform = partition
@@ -325,6 +330,10 @@ def _ensure_table(
             f"topic {topic} was deleted and recreated since its table was written: "
             f"drop the table {namespace}.{topic} (or rename it) to start a new one"
         )
+    if any(table.properties.get(k) != v for k, v in NO_RETRIES.items()):
+        with table.transaction() as tx:
+            tx.set_properties(NO_RETRIES)
+        table = catalog.load_table(identifier)
     have = {f.name for f in table.schema().fields}
     added = [f.name for f in schema if f.name not in have]
     if added:

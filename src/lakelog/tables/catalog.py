@@ -112,8 +112,11 @@ def warehouse(storage_url: str) -> Warehouse:
 def sql_uri(coordinator_url: str) -> str:
     """The SQLAlchemy URL of the coordinator's database: the same SQLite file
     (`sqlite:////abs/path`), or PostgreSQL through psycopg 3 (`postgresql+psycopg://`)."""
-    if coordinator_url.startswith("sqlite:///"):
-        return coordinator_url
+    if coordinator_url.startswith("sqlite://"):
+        from lakelog.coordinator import sqlite_path
+
+        # SQLAlchemy reads "sqlite:///a" as relative: an absolute path takes four slashes.
+        return "sqlite:///" + str(sqlite_path(coordinator_url))
     for scheme in ("postgresql://", "postgres://"):
         if coordinator_url.startswith(scheme):
             return "postgresql+psycopg://" + coordinator_url.removeprefix(scheme)
