@@ -46,6 +46,12 @@ def test_key_value_table_holds_exactly_the_committed_records(
     assert key_value_rows(frame) == expected
     assert b"aborted" not in set(frame["value"])
     assert set(frame["timestamp_type"]) == {"CreateTime"}
+    # The transactional producer's records carry its producer id and epoch; the plain
+    # (non-idempotent) producer's have none.
+    txn = frame[frame["value"] == b"committed"]
+    assert len(txn) == len(committed) and txn["producer_id"].nunique() == 1
+    assert (txn["producer_id"] >= 0).all() and (txn["producer_epoch"] >= 0).all()
+    assert frame[frame["value"] != b"committed"]["producer_id"].isna().all()
     offsets = summary_offsets(topic)
     ends = {str(p): max(r.offset for r in expected if r.partition == p) + 1 for p in (0, 1)}
     # The commit markers take offsets too: the recorded next offsets are past them.

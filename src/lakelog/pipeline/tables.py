@@ -229,7 +229,7 @@ def table_task(task: TableTask) -> TaskResult:
     rows = dlq_rows = 0
     try:
         for columns in iter_range_batches(rng, task.read):
-            good, bad = builder.build(columns.to_arrow())
+            good, bad = builder.build(columns.to_arrow(producer=True))
             good = good.filter(pc.greater_equal(good.column(1), task.main_from))
             bad = bad.filter(pc.greater_equal(bad.column("offset"), task.dlq_from))
             rows += good.num_rows

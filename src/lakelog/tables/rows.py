@@ -2,7 +2,8 @@
 records turned into table rows and dead-letter rows (executor side).
 
 key_value columns: partition, offset, timestamp (timestamptz), timestamp_type, key, value,
-headers. value_schema columns: _partition, _offset, _timestamp, then the value schema's
+headers, producer_id, producer_epoch (null for a non-idempotent producer's records).
+value_schema columns: _partition, _offset, _timestamp, then the value schema's
 fields, then either the key schema's fields as `_key_<name>` or the raw key as `_key`.
 Dead-letter rows: partition, offset, timestamp, key, value, reason.
 
@@ -42,6 +43,8 @@ KEY_VALUE_SCHEMA = pa.schema(
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
         pa.field("headers", HEADER_TYPE),
+        pa.field("producer_id", pa.int64()),
+        pa.field("producer_epoch", pa.int32()),
     ]
 )
 DLQ_SCHEMA = pa.schema(
@@ -104,6 +107,8 @@ class RowBuilder:
                     rec.column("key"),
                     rec.column("value"),
                     rec.column("headers"),
+                    _or_null(rec.column("producerId")),
+                    _or_null(rec.column("producerEpoch")),
                 ],
                 schema=self.schema,
             )
@@ -162,6 +167,11 @@ class RowBuilder:
             schema=DLQ_SCHEMA,
         )
         return table_rows, dlq
+
+
+def _or_null(ids: pa.Array) -> pa.Array:
+    """-1 (no producer id or epoch, a plain producer's batch) as null."""
+    return pc.if_else(pc.equal(ids, -1), pa.scalar(None, ids.type), ids)
 
 
 def _empty_dlq() -> pa.RecordBatch:
