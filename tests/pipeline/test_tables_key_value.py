@@ -5,18 +5,24 @@ with pyiceberg and pandas holds exactly the committed records."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from e2e_harness import BrokerProcess, Rec, make_records
 from pipeline_clients import consume, produce, produce_transactions
+from pyiceberg.exceptions import NoSuchTableError
 from tables_support import (
+    JOB_TIMEOUT_S,
     MIDNIGHT,
     PARTITIONS,
     TableTopic,
+    job_command,
     key_value_rows,
     new_table_topic,
     read_table,
@@ -91,3 +97,43 @@ def test_key_value_table_holds_exactly_the_committed_records(
     run_job_process(topic, tmp_path)
     everything = consume(topic.bootstrap, topic.name, PARTITIONS, len(expected) + len(second))
     assert key_value_rows(read_table(topic)) == everything
+
+
+def test_every_keeps_writing_what_is_new(topic: TableTopic, tmp_path: Path) -> None:
+    """`--every` runs a pass, waits, runs the next: records produced while it runs reach
+    the table without another start."""
+    first = make_records(20, PARTITIONS, MIDNIGHT, tag="every-1")
+    produce(topic.bootstrap, topic.name, first)
+    log = (tmp_path / "every.log").open("w")
+    process = subprocess.Popen(
+        job_command(topic, "--every", "1"),
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for_rows(topic, process, len(first))
+        second = make_records(15, PARTITIONS, MIDNIGHT + 1000, tag="every-2")
+        produce(topic.bootstrap, topic.name, second)
+        wait_for_rows(topic, process, len(first) + len(second))
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+        log.close()
+    expected = consume(topic.bootstrap, topic.name, PARTITIONS, len(first) + len(second))
+    assert key_value_rows(read_table(topic)) == expected
+    assert "rows written" in (tmp_path / "every.log").read_text()  # a pass before the last
+
+
+def wait_for_rows(topic: TableTopic, process: subprocess.Popen[bytes], rows: int) -> None:
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while True:
+        assert process.poll() is None, "the job stopped"
+        try:
+            if len(read_table(topic)) >= rows:
+                return
+        except NoSuchTableError:
+            pass  # the first pass has not created it yet
+        assert time.monotonic() < deadline, f"the table never reached {rows} rows"
+        time.sleep(1)

@@ -389,10 +389,15 @@ def tables(
         from lakelog.pipeline.tables import iter_passes, run_tables
 
         summary: JobSummary | None = None
-        for _ in iter_passes(every):
-            if summary is not None:  # every pass but the last (run_job prints that one)
-                print_summary(summary, as_json)
-            summary = run_tables(ctx, topics or None)
+        try:
+            for _ in iter_passes(every):
+                if summary is not None:  # every pass but the last (run_job prints that one)
+                    print_summary(summary, as_json)
+                summary = run_tables(ctx, topics or None)
+        except KeyboardInterrupt:
+            if summary is None:  # stopped in the first pass: nothing committed to report
+                raise
+            # Ctrl-C ends --every: a pass it cut short left at most orphans for gc.
         assert summary is not None
         return summary
 
