@@ -58,6 +58,7 @@ AVRO = {
         {"name": "sensor", "type": "string"},
         {"name": "value", "type": "double"},
         {"name": "unit", "type": ["null", "string"], "default": None},
+        {"name": "count", "type": "int"},
     ],
 }
 
@@ -204,18 +205,19 @@ def test_a_wrong_schema_config_is_refused_in_one_line(admin: AdminClient) -> Non
     assert "lakelog.iceberg.mode" in message
 
 
-def _avro(datum: dict[str, Any]) -> bytes:
+def _avro(datum: dict[str, Any], schema: dict[str, Any] = AVRO) -> bytes:
     out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(AVRO), datum)
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), datum)
     return out.getvalue()
 
 
 def test_avro_values_bare_and_in_the_confluent_wire_format(
-    shared_broker_process: BrokerProcess, spark: SparkSession
+    shared_broker_process: BrokerProcess, spark: SparkSession, admin: AdminClient
 ) -> None:
     topic = new_table_topic(shared_broker_process, "readings", _configs(AVRO, "avro"))
     readings = [
-        {"sensor": f"s{i}", "value": i / 4, "unit": "C" if i % 2 else None} for i in range(20)
+        {"sensor": f"s{i}", "value": i / 4, "unit": "C" if i % 2 else None, "count": i}
+        for i in range(20)
     ]
     values = [
         (b"\x00" + struct.pack(">I", 7) + _avro(r)) if i % 2 else _avro(r)
@@ -234,3 +236,13 @@ def test_avro_values_bare_and_in_the_confluent_wire_format(
     ]
     [reason] = list(read_dlq(topic)["reason"])
     assert reason.startswith("value: does not decode")
+
+    # Widening int to long is an allowed evolution: the column becomes a long.
+    wide = {**AVRO, "fields": [*AVRO["fields"][:3], {"name": "count", "type": "long"}]}
+    _alter(admin, topic.name, "lakelog.iceberg.value.schema", json.dumps(wide))
+    big = {"sensor": "big", "value": 0.0, "unit": None, "count": 2**40}
+    produce(topic.bootstrap, topic.name, [Rec(0, None, _avro(big, wide), (), MIDNIGHT)])
+    run_job(topic.broker, spark, lambda ctx: run_tables(ctx, [topic.name]))
+    table = read_table(topic)
+    assert str(table["count"].dtype) == "int64" and len(table) == 21
+    assert list(table[table["sensor"] == "big"]["count"]) == [2**40]

@@ -334,13 +334,15 @@ def _ensure_table(
         with table.transaction() as tx:
             tx.set_properties(NO_RETRIES)
         table = catalog.load_table(identifier)
+    # New columns, and int -> long / float -> double widenings (what config validation lets
+    # through); when the schema already has everything, nothing is committed.
     have = {f.name for f in table.schema().fields}
-    added = [f.name for f in schema if f.name not in have]
-    if added:
-        with table.update_schema() as update:
-            update.union_by_name(schema)
+    before = table.metadata_location
+    with table.update_schema() as update:
+        update.union_by_name(schema)
+    if table.metadata_location != before:
         table = catalog.load_table(identifier)
-    return table, len(added)
+    return table, len([f.name for f in schema if f.name not in have])
 
 
 def _next_offsets(table: Table | None) -> dict[int, int]:
