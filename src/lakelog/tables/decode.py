@@ -143,6 +143,7 @@ def _bool(value: Any) -> bool:
 def _string(value: Any) -> str:
     if not isinstance(value, str):
         raise DecodeFailure(f"not a string: {value!r:.40}")
+    value.encode("utf-8")  # JSON's "\ud800" escapes decode to what Arrow cannot hold
     return value
 
 

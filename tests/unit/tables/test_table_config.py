@@ -134,6 +134,7 @@ def test_json_decoding_and_its_failures() -> None:
         (b'{"id": 99999999999999999999}', "out of range"),
         (b'{"id": 1, "at": "yesterday"}', "not an ISO 8601 date-time"),
         (None, "null"),
+        (b'{"id": 1, "name": "\\ud800"}', "surrogates not allowed"),
     ]:
         with pytest.raises(DecodeFailure) as info:
             decoder.decode(payload)
