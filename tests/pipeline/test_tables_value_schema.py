@@ -204,6 +204,17 @@ def test_a_wrong_schema_config_is_refused_in_one_line(admin: AdminClient) -> Non
     message = _refusal(lambda: create({"lakelog.iceberg.mode": "tables"}))
     assert "lakelog.iceberg.mode" in message
 
+    # Legacy AlterConfigs (the whole config replaced) is checked against the old one too.
+    good = _configs(ORDER)
+    topic = NewTopic(f"legacy-alter-{id(good)}", num_partitions=1, config=good)
+    admin.create_topics([topic])[topic.topic].result(timeout=TIMEOUT)
+    retyped = {**ORDER, "properties": {**ORDER["properties"], "name": {"type": "integer"}}}
+    resource = ConfigResource(CResourceType.TOPIC, topic.topic, set_config=_configs(retyped))
+    message = _refusal(lambda: admin.alter_configs([resource])[resource].result(timeout=TIMEOUT))
+    assert message == (
+        "lakelog.iceberg.value.schema: field 'name' cannot change type from string to long"
+    )
+
 
 def _avro(datum: dict[str, Any], schema: dict[str, Any] = AVRO) -> bytes:
     out = io.BytesIO()
