@@ -524,6 +524,14 @@ class Settings(BaseSettings):
     fetch always returns at least one row, so keep it near max.partition.fetch.bytes)."""
     merge_max_files: int = 20_000
     """At most this many objects are merged in one run (bounds the job's memory)."""
+    iceberg_catalog_uri: str = ""
+    """iceberg.catalog.uri: an external Iceberg REST catalog (`https://host/path`) that
+    `lakelog pipeline tables` commits table topics to. Empty: the built-in SQL catalog in
+    the coordinator's own database (SQLite file or PostgreSQL), data under `tables/` in
+    the object store."""
+    iceberg_catalog_warehouse: str = ""
+    """iceberg.catalog.warehouse: the warehouse the external REST catalog is asked for
+    (its `warehouse` property); empty: the catalog's default."""
     pipeline_ship_lakelog: bool = True
     """On a Spark master that is not local (spark://, yarn, k8s://) and outside
     spark-submit, ship Lakelog and its dependencies to the executors as an archive

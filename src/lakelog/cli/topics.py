@@ -3,7 +3,9 @@ Kafka protocol (so it works against any broker of the cluster, or Apache Kafka).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any
 
@@ -24,6 +26,15 @@ from lakelog.cli.common import (
     say,
     use_command_config,
     waiting,
+)
+from lakelog.cli.common import (
+    describe as describe_error,
+)
+from lakelog.cli.options import (
+    CoordinatorUrlOption,
+    DataDirOption,
+    StorageUrlOption,
+    build_settings,
 )
 from lakelog.log.protocol.kio_build import build
 from lakelog.server.api.config_entries import RECORDED_REPLICATION_FACTOR
@@ -180,8 +191,13 @@ def describe(
     as_json: JsonFlag = False,
     bootstrap_server: BootstrapOption = None,
     command_config: CommandConfigOption = None,
+    data_dir: DataDirOption = None,
+    storage_url: StorageUrlOption = None,
+    coordinator_url: CoordinatorUrlOption = None,
 ) -> None:
-    """Partitions, leaders, replicas and the configs set on each topic.
+    """Partitions, leaders, replicas and the configs set on each topic; for a table topic
+    (lakelog.iceberg.mode), its Iceberg table: snapshots, rows and lag, read from the
+    cluster's catalog (--data-dir, or --storage-url and --coordinator-url).
 
     Replicas are the live brokers that serve the partition, and ReplicationFactor counts
     them, as kafka-topics.sh does: data is not copied between brokers but kept in object
@@ -190,11 +206,14 @@ def describe(
     use_command_config(ctx, command_config)
     with waiting("Describing topics"):
         reports = run_admin(bootstrap_of(ctx, bootstrap_server), lambda c: _describe(c, topic))
+    tables = _table_lines(reports, data_dir, storage_url, coordinator_url)
     if as_json:
-        print_json([_report_json(r) for r in reports])
+        print_json([{**_report_json(r), **tables.get(r.topic.name, {})} for r in reports])
         return
     for report in reports:
         say(_topic_line(report))
+        if report.topic.name in tables:
+            say(tables[report.topic.name]["table_line"])
         print_table(
             ["Partition", "Leader", "Replicas", "Isr"],
             [
@@ -207,6 +226,41 @@ def describe(
                 for p in report.topic.partitions
             ],
         )
+
+
+def _table_lines(
+    reports: list[TopicReport],
+    data_dir: Path | None,
+    storage_url: str | None,
+    coordinator_url: str | None,
+) -> dict[str, dict[str, Any]]:
+    """Per table topic: {"table_line": text, "table": figures or None} (lakelog.tables.status;
+    a catalog this command cannot reach is said on the line, not an error)."""
+    wanted = [
+        r.topic.name
+        for r in reports
+        if r.overrides.get("lakelog.iceberg.mode", "disabled") != "disabled"
+    ]
+    if not wanted:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for name in wanted:
+        try:
+            from lakelog.cli.preflight import check_existing_cluster
+            from lakelog.tables.status import table_status
+
+            settings = build_settings(
+                data_dir=data_dir, storage_url=storage_url, coordinator_url=coordinator_url
+            )
+            check_existing_cluster(settings)  # never creates an empty one here
+            status = table_status(settings, name)
+        except Exception as exc:
+            why = describe_error(exc)
+            out[name] = {"table_line": f"Table: lakelog.{name}\t(not readable here: {why})"}
+            out[name]["table"] = None
+            continue
+        out[name] = {"table_line": status.line(), "table": dataclasses.asdict(status)}
+    return out
 
 
 def _topic_line(report: TopicReport) -> str:

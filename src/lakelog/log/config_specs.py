@@ -70,6 +70,13 @@ TOPIC_SPECS: dict[str, ConfigSpec] = {
     "confluent.value.subject.name.strategy": ConfigSpec(
         ConfigType.STRING, "io.confluent.kafka.serializers.subject.TopicNameStrategy"
     ),
+    # Table topics (lakelog.tables.table_config).
+    "lakelog.iceberg.key.schema": ConfigSpec(ConfigType.STRING, ""),
+    "lakelog.iceberg.key.schema.type": ConfigSpec(ConfigType.STRING, "json"),
+    "lakelog.iceberg.mode": ConfigSpec(ConfigType.STRING, "disabled"),
+    "lakelog.iceberg.partition": ConfigSpec(ConfigType.STRING, "day(timestamp)"),
+    "lakelog.iceberg.value.schema": ConfigSpec(ConfigType.STRING, ""),
+    "lakelog.iceberg.value.schema.type": ConfigSpec(ConfigType.STRING, "json"),
     "delete.retention.ms": ConfigSpec(
         ConfigType.LONG, "86400000", "log.cleaner.delete.retention.ms"
     ),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from lakelog.config import Settings
 from lakelog.coordinator.log_types import TimestampType
 from lakelog.coordinator.topic_types import TopicInfo
+from lakelog.tables import table_config
 
 TIMESTAMP_TYPES = {
     "CreateTime": TimestampType.CREATE_TIME,
@@ -44,6 +45,10 @@ def _choice(choices: set[str] | dict[str, object]) -> object:
     return check
 
 
+def _any(value: str) -> str | None:
+    return None
+
+
 SUBJECT_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
 STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
 
@@ -72,6 +77,14 @@ VALIDATORS = {
     "confluent.value.schema.validation": _choice({"true", "false"}),
     "confluent.key.subject.name.strategy": _strategy,
     "confluent.value.subject.name.strategy": _strategy,
+    # Table topics (lakelog.tables.table_config; the schemas are checked with the rest of
+    # the topic's table configs by `table_config.check_change`).
+    table_config.MODE: _choice(set(table_config.MODES)),
+    table_config.PARTITION: _choice(set(table_config.PARTITIONS)),
+    table_config.VALUE_SCHEMA: _any,
+    table_config.VALUE_SCHEMA_TYPE: _choice(set(table_config.SCHEMA_TYPES)),
+    table_config.KEY_SCHEMA: _any,
+    table_config.KEY_SCHEMA_TYPE: _choice(set(table_config.SCHEMA_TYPES)),
 }
 ACCEPTED = {
     "min.insync.replicas",
@@ -116,6 +129,7 @@ def defaults(settings: Settings) -> dict[str, str]:
         "confluent.value.schema.validation": "false",
         "confluent.key.subject.name.strategy": STRATEGY_PACKAGE + "TopicNameStrategy",
         "confluent.value.subject.name.strategy": STRATEGY_PACKAGE + "TopicNameStrategy",
+        **table_config.DEFAULTS,
     }
 
 

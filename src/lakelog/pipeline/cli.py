@@ -38,7 +38,8 @@ from lakelog.pipeline.requirements import missing_requirement
 
 pipeline_app = typer.Typer(
     help=(
-        "Run the data pipeline's jobs (gc, merge, retention, compact, export) on Spark; "
+        "Run the data pipeline's jobs (gc, merge, retention, compact, export, tables) on "
+        "Spark; "
         "pack Lakelog for Spark executors."
     ),
     no_args_is_help=True,
@@ -362,6 +363,45 @@ def export(
         return run_export(settings, topics, output, ctx.progress, spark_factory=lambda: ctx.spark)
 
     run_job(settings, master, False, job, as_json, name="export")
+
+
+@pipeline_app.command()
+def tables(
+    topics: Annotated[
+        list[str] | None,
+        typer.Argument(help="Table topics to write (default: every one).", show_default=False),
+    ] = None,
+    every: Annotated[
+        float | None,
+        typer.Option(help="Keep running: one pass every this many seconds.", min=0.1),
+    ] = None,
+    data_dir: DataDirOption = None,
+    storage_url: StorageUrlOption = None,
+    coordinator_url: CoordinatorUrlOption = None,
+    master: MasterOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Write table topics' committed records to their Iceberg tables (lakelog.iceberg.mode),
+    from where each table stopped."""
+    settings = _settings(data_dir, storage_url, coordinator_url, master)
+
+    def job(ctx: JobContext) -> JobSummary:
+        from lakelog.pipeline.tables import iter_passes, run_tables
+
+        summary: JobSummary | None = None
+        try:
+            for _ in iter_passes(every):
+                if summary is not None:  # every pass but the last (run_job prints that one)
+                    print_summary(summary, as_json)
+                summary = run_tables(ctx, topics or None)
+        except KeyboardInterrupt:
+            if summary is None:  # stopped in the first pass: nothing committed to report
+                raise
+            # Ctrl-C ends --every: a pass it cut short left at most orphans for gc.
+        assert summary is not None
+        return summary
+
+    run_job(settings, master, False, job, as_json, name="tables")
 
 
 @pipeline_app.command()

@@ -7,9 +7,11 @@
 3. Orphans: unknown objects of our layout older than gc.orphan.grace.ms (a broker died
    between upload and commit, or its commit was refused). An object uploaded after step
    1 and committed since looks unknown, but it is younger than the grace period, and the
-   last check (5) would see it known anyway.
+   last check (6) would see it known anyway.
 4. Files marked for deletion whose marking is older than the file delete grace period.
-5. Just before deleting, every candidate is checked against the coordinator again
+5. Table topics' files under `tables/` that no Iceberg table references, older than the
+   same grace (a tables job killed before its commit): `tables_gc`.
+6. Just before deleting, every candidate is checked against the coordinator again
    (`planning.deletable`): an object any batch points into is never deleted. Deletes run
    on the executors, 1000 keys per request.
 """
@@ -56,7 +58,9 @@ def run_gc(ctx: JobContext) -> JobSummary:
     summary.details["orphans found"] = len(orphans)
     summary.details["marked files due"] = len(marked)
     summary.details["unknown but young"] = len(unknown) - len(orphans)
-    summary.nothing_to_do = not orphans and not marked
+    tables_found, tables_deleted, tables_bytes = _table_orphans(ctx)
+    summary.details["table orphans found"] = tables_found
+    summary.nothing_to_do = not orphans and not marked and not tables_found
     if ctx.dry_run:
         summary.details["bytes to delete"] = sum(o.size for o in orphans) + sum(
             f.size for f in marked
@@ -71,11 +75,19 @@ def run_gc(ctx: JobContext) -> JobSummary:
     if deleted_marked:
         ctx.run(ctx.coordinator.delete_files(deleted_marked))
     deleted = deleted_orphans + deleted_marked
-    summary.objects_deleted = len(deleted)
-    summary.bytes_deleted = sum(sizes[key] for key in deleted)
+    summary.objects_deleted = len(deleted) + tables_deleted
+    summary.bytes_deleted = sum(sizes[key] for key in deleted) + tables_bytes
+    summary.details["table orphans deleted"] = tables_deleted
     summary.details["orphans deleted"] = len(deleted_orphans)
     summary.details["kept at last check"] = len(orphans) + len(marked) - len(deleted)
     return summary.finish()
+
+
+def _table_orphans(ctx: JobContext) -> tuple[int, int, int]:
+    """Table topics' orphan files (`tables_gc`): only where the pipeline's pyiceberg is."""
+    from lakelog.pipeline.tables_gc import delete_table_orphans
+
+    return delete_table_orphans(ctx, ctx.settings.gc_orphan_grace_ms)
 
 
 def _list_unknown(ctx: JobContext, known: list[str]) -> tuple[int, list[ListedObject]]:

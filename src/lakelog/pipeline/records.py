@@ -59,6 +59,10 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 """What `RecordColumns.to_arrow` returns: timestamps in ms since the epoch, as on the wire."""
+PRODUCER_SCHEMA = RECORD_SCHEMA.append(pa.field("producerId", pa.int64(), nullable=False)).append(
+    pa.field("producerEpoch", pa.int32(), nullable=False)
+)
+"""`to_arrow(producer=True)`: each record's batch's producer id and epoch (-1: none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class _Batch:
     log_append_time: int
     min_offset: int
     end_offset: int
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 class RecordColumns:
@@ -179,13 +185,24 @@ class RecordColumns:
         self._bodies.append(body)
         self._size += size
         self._batches.append(
-            _Batch(count, base_offset, base_timestamp, ts_type, log_append_time, min_offset, end)
+            _Batch(
+                count,
+                base_offset,
+                base_timestamp,
+                ts_type,
+                log_append_time,
+                min_offset,
+                end,
+                header.producer_id,
+                header.producer_epoch,
+            )
         )
         self._kept += added
         return added
 
-    def to_arrow(self) -> pa.RecordBatch:
-        """The gathered records as one Arrow record batch with `RECORD_SCHEMA`.
+    def to_arrow(self, *, producer: bool = False) -> pa.RecordBatch:
+        """The gathered records as one Arrow record batch with `RECORD_SCHEMA` (with
+        `producer`: `PRODUCER_SCHEMA`, two more columns).
 
         Raises RecordDecodeError if a record's fields do not fit in it."""
         # Padding: a varint of the last record read past its end stops at a zero.
@@ -212,10 +229,16 @@ class RecordColumns:
             per_record([b.log_append_time for b in batches]),
             per_record([b.base_timestamp for b in batches]) + ts_delta,
         )
+        producer_ids = producer_epochs = None
+        if producer:
+            producer_ids = per_record([b.producer_id for b in batches])
+            producer_epochs = per_record([b.producer_epoch for b in batches])
         if not keep.all():
             offsets, timestamps, ts_types, pos, ends = (
                 a[keep] for a in (offsets, timestamps, ts_types, pos, ends)
             )
+            if producer_ids is not None and producer_epochs is not None:
+                producer_ids, producer_epochs = producer_ids[keep], producer_epochs[keep]
         n = len(offsets)
         key_len, pos = _varints(buf, pos)
         key_start = pos
@@ -228,17 +251,18 @@ class RecordColumns:
         plain = header_count <= 0
         if not np.array_equal(pos[plain], ends[plain]):
             raise RecordDecodeError("record fields do not fill the record length")
-        return pa.RecordBatch.from_arrays(
-            [
-                numpy_array(offsets, pa.int64()),
-                numpy_array(timestamps, pa.int64()),
-                numpy_array(ts_types, pa.int32()),
-                _binary(buf, data, key_start, key_len),
-                _binary(buf, data, value_start, value_len),
-                _headers(joined, pos, ends, header_count, n),
-            ],
-            schema=RECORD_SCHEMA,
-        )
+        arrays = [
+            numpy_array(offsets, pa.int64()),
+            numpy_array(timestamps, pa.int64()),
+            numpy_array(ts_types, pa.int32()),
+            _binary(buf, data, key_start, key_len),
+            _binary(buf, data, value_start, value_len),
+            _headers(joined, pos, ends, header_count, n),
+        ]
+        if producer_ids is None or producer_epochs is None:
+            return pa.RecordBatch.from_arrays(arrays, schema=RECORD_SCHEMA)
+        arrays += [numpy_array(producer_ids, pa.int64()), numpy_array(producer_epochs, pa.int32())]
+        return pa.RecordBatch.from_arrays(arrays, schema=PRODUCER_SCHEMA)
 
     def records(self) -> Iterator[Record]:
         rec = self.to_arrow()

@@ -32,6 +32,7 @@ from lakelog.server.api.encoded import compact_length, encode_entity
 from lakelog.server.api.raw import RawResponse
 from lakelog.server.api.registry import handles
 from lakelog.server.internal_topics import INTERNAL_TOPICS, internal_topic_by_id, is_internal
+from lakelog.tables import table_config
 from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import paced
 
@@ -147,7 +148,7 @@ def plan_topic(topic: Any, settings: Settings) -> CreateTopicRequest:
                 f"Null value not supported for topic configs: {config.name}",
             )
         configs[config.name] = config.value
-    problem = validate(configs)
+    problem = validate(configs) or table_config.check_change({}, configs)
     if problem:
         raise TopicProblem(ErrorCode.invalid_config, problem)
     return CreateTopicRequest(topic.name, num_partitions, replication_factor, configs)

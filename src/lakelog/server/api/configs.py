@@ -51,6 +51,7 @@ from lakelog.server.cluster.dynamic_broker_configs import (
 )
 from lakelog.server.cluster.kafka_dynamic_keys import is_dynamic, lookup, scope_problems
 from lakelog.server.internal_topics import internal_topic, is_internal
+from lakelog.tables import table_config
 from lakelog.util.errors import ErrorCode
 from lakelog.util.pacing import paced
 
@@ -270,6 +271,9 @@ async def _alter_one(
         )
     if not incremental:
         configs = plan_replace([(c.name, c.value) for c in resource.configs])
+        current = await ctx.broker.coordinator.get_topics([name])
+        if current:
+            _check_table_change(current[0].configs, configs)
         return await _apply(
             ctx, AlterTopicConfigsRequest(name, configs, replace=True), validate_only
         )
@@ -281,11 +285,21 @@ async def _alter_one(
         topic_defaults(ctx.broker.settings),
         [(c.name, c.config_operation, c.value) for c in resource.configs],
     )
+    own = topics[0].configs
+    after = {k: v for k, v in own.items() if k not in plan.delete_configs} | plan.set_configs
+    _check_table_change(own, after)
     return await _apply(
         ctx,
         AlterTopicConfigsRequest(name, plan.set_configs, plan.delete_configs),
         validate_only,
     )
+
+
+def _check_table_change(before: dict[str, str], after: dict[str, str]) -> None:
+    """A table topic's configs together (mode, schemas, evolution): INVALID_CONFIG."""
+    problem = table_config.check_change(before, after)
+    if problem:
+        raise ConfigProblem(ErrorCode.invalid_config, problem)
 
 
 def _refuse_list_ops(ops: Sequence[tuple[str, int, str | None]]) -> None:
