@@ -380,10 +380,35 @@ def tables(
     coordinator_url: CoordinatorUrlOption = None,
     master: MasterOption = None,
     as_json: JsonOption = False,
+    maintain: Annotated[
+        bool,
+        typer.Option(
+            "--maintain",
+            help="Maintain the tables instead of writing to them: expire old snapshots, "
+            "rewrite small data files, delete orphan files.",
+        ),
+    ] = False,
+    expire_older_than_ms: Annotated[
+        int,
+        typer.Option(help="With --maintain: expire snapshots older than this.", min=0),
+    ] = 5 * 24 * 3600 * 1000,
 ) -> None:
     """Write table topics' committed records to their Iceberg tables (lakelog.iceberg.mode),
-    from where each table stopped."""
+    from where each table stopped; with --maintain, maintain those tables instead."""
     settings = _settings(data_dir, storage_url, coordinator_url, master)
+    if maintain:
+        if every is not None:
+            raise UserError("--every goes with writing the tables, not with --maintain")
+
+        def maintenance(ctx: JobContext) -> JobSummary:
+            from lakelog.pipeline.tables_maintain import run_table_maintenance
+
+            return run_table_maintenance(
+                ctx, topics or None, expire_older_than_ms=expire_older_than_ms
+            )
+
+        run_job(settings, master, False, maintenance, as_json, name="tables-maintain")
+        return
 
     def job(ctx: JobContext) -> JobSummary:
         from lakelog.pipeline.tables import iter_passes, run_tables

@@ -19,10 +19,11 @@ The pipeline's driver and executors import this module; the broker never does.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import urlsplit
+
+from lakelog.tables.locations import TABLES_PREFIX, StoreLocations
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -44,22 +45,7 @@ __all__ = [
 CATALOG_NAME = "lakelog"
 NAMESPACE = "lakelog"
 DLQ_NAMESPACE = "lakelog_dlq"
-TABLES_PREFIX = "tables"
 DLQ_DIR = "dlq~"
-_S3_ENV = {
-    "s3.endpoint": ("LAKELOG_S3_ENDPOINT",),
-    "s3.region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
-    "s3.access-key-id": ("AWS_ACCESS_KEY_ID",),
-    "s3.secret-access-key": ("AWS_SECRET_ACCESS_KEY",),
-    "s3.session-token": ("AWS_SESSION_TOKEN",),
-}
-_S3_QUERY = {
-    "endpoint": "s3.endpoint",
-    "region": "s3.region",
-    "access_key_id": "s3.access-key-id",
-    "secret_access_key": "s3.secret-access-key",
-    "session_token": "s3.session-token",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,30 +69,20 @@ class Warehouse:
 
 
 def warehouse(storage_url: str) -> Warehouse:
-    """The warehouse under the object store of `storage_url` (file:// or s3://; the S3
-    options of the URL's query, else the same environment variables the store reads)."""
-    parts = urlsplit(storage_url)
-    scheme = parts.scheme.lower()
-    if scheme == "file":
-        root = unquote(parts.path).rstrip("/")
-        return Warehouse(f"file://{root}/{TABLES_PREFIX}", {})
-    if scheme in ("s3", "s3a"):
-        query = dict(parse_qsl(parts.query))
-        props = {_S3_QUERY[k]: v for k, v in query.items() if k in _S3_QUERY}
-        for prop, names in _S3_ENV.items():
-            if prop not in props:
-                value = next((os.environ[n] for n in names if os.environ.get(n)), None)
-                if value is not None:
-                    props[prop] = value
-        if query.get("path_style", "").lower() in ("false", "0"):
-            props["s3.force-virtual-addressing"] = "true"
-        prefix = unquote(parts.path).strip("/")
-        base = f"s3://{parts.netloc}" + (f"/{prefix}" if prefix else "")
-        return Warehouse(f"{base}/{TABLES_PREFIX}", props)
-    raise ValueError(
-        f"table topics need a file:// or s3:// object store, not {scheme}:// "
-        "(memory:// is per process)"
-    )
+    """The warehouse under the object store of `storage_url` (file:// or s3://), reached
+    with the same S3 settings the store uses (its URL's query, else the environment):
+    `StoreLocations`, which the broker's REST catalog hands to engines too."""
+    locations = StoreLocations.from_storage_url(storage_url)
+    if not locations.scheme:
+        scheme = urlsplit(storage_url).scheme.lower()
+        raise ValueError(
+            f"table topics need a file:// or s3:// object store, not {scheme}:// "
+            "(memory:// is per process)"
+        )
+    props = dict(locations.properties)
+    if props.get("s3.path-style-access") == "false":
+        props["s3.force-virtual-addressing"] = "true"  # pyarrow's FileIO reads this name
+    return Warehouse(locations.warehouse, props)
 
 
 def sql_uri(coordinator_url: str) -> str:
