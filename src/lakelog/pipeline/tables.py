@@ -55,6 +55,8 @@ from lakelog.spark.offsets import OffsetRange, PartitionBounds
 from lakelog.spark.options import Connection
 from lakelog.spark.range_reader import ReadSettings, iter_range_batches
 from lakelog.tables.catalog import DLQ_NAMESPACE, NAMESPACE, Warehouse, open_catalog, warehouse
+from lakelog.tables.decode import RegistryWriters
+from lakelog.tables.registry_writers import registry_writers
 from lakelog.tables.rows import DLQ_SCHEMA, RowBuilder, table_schema, timestamp_column
 from lakelog.tables.table_config import TableConfigError, TableSpec, table_spec
 
@@ -121,6 +123,8 @@ class TableTask:
     """Rows of offsets below this are in the table already."""
     dlq_from: int
     """Dead-letter rows of offsets below this are in the dead-letter table already."""
+    writers: RegistryWriters = field(default_factory=RegistryWriters)
+    """The registry's schemas of the topic's subjects (value_schema mode)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +150,7 @@ class TopicPlan:
     dlq_next: dict[int, int]
     compact: bool = False
     """cleanup.policy includes compact: one row per key (`tables_upsert`)."""
+    writers: RegistryWriters = field(default_factory=RegistryWriters)
     ends: dict[int, int] = field(default_factory=dict)
 
 
@@ -219,7 +224,7 @@ def _split(
 def table_task(task: TableTask) -> TaskResult:
     """Write one chunk's table rows and dead-letter rows to new Parquet files."""
     rng = task.range
-    builder = RowBuilder(task.spec, rng.partition)
+    builder = RowBuilder(task.spec, rng.partition, task.writers)
     stem = f"{rng.partition}-{rng.start}-{rng.end}-{task.run_id}"
     wh = task.warehouse
     main = _Writers(wh, wh.table_location(rng.topic), builder.schema, stem)
@@ -401,7 +406,9 @@ def _tasks(
         plan.ends[b.partition] = end
         for lo, hi in plan_chunks(start, end, max_offsets):
             rng = OffsetRange(b.topic, b.topic_id, b.partition, lo, hi)
-            tasks.append(TableTask(rng, read, plan.spec, wh, run_id, main_from, dlq_from))
+            tasks.append(
+                TableTask(rng, read, plan.spec, wh, run_id, main_from, dlq_from, plan.writers)
+            )
     return tasks
 
 
@@ -469,6 +476,9 @@ def run_tables(
         return summary.finish()  # type: ignore[return-value]
     catalog = open_catalog(settings)
     plans = {info.name: _plan_topic(catalog, wh, info, spec, summary) for info, spec in chosen}
+    for plan in plans.values():
+        if plan.spec.mode == "value_schema":
+            plan.writers = ctx.run(registry_writers(ctx.coordinator, plan.topic))
     bounds = ctx.run(partition_bounds(ctx.coordinator, list(plans), read_committed=True))
     summary.partitions = len(bounds)
     connection = Connection(settings.resolved_storage_url, settings.resolved_coordinator_url)

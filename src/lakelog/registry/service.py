@@ -167,6 +167,11 @@ class SchemaRegistry:
             resolved.append(SchemaReference(ref.name, ref.subject, match[0].version))
         return found, tuple(resolved)
 
+    async def parsed(self, schema_id: int) -> ParsedSchema:
+        """Schema `schema_id` parsed, its references resolved (SchemaNotFound: no such id):
+        for readers of the wire format, such as the tables job."""
+        return await self._parsed_by_id(schema_id)
+
     async def _parsed_by_id(self, schema_id: int) -> ParsedSchema:
         cached = self._parsed.get(schema_id)
         if cached is not None:

@@ -7,6 +7,13 @@ schema; a value that starts with Confluent's wire-format header (magic byte 0, t
 4-byte schema id) is read after it, else as a bare datum, and the datum must use every
 byte. Either way each field is then converted to its column's type, checked for range.
 
+When the registry holds schemas for the topic's subject (`<topic>-value` / `<topic>-key`,
+`tables/registry_writers.py`), a value in the wire format is checked against them: an id
+the subject does not hold, or of another type, is a dead letter with that reason, and an
+Avro value is read with the schema it was written with and resolved to the table's (Avro
+schema resolution: new fields take their defaults, removed ones are skipped). A JSON value
+in the wire format is read after its header.
+
 A record that fails any step raises `DecodeFailure` with a one-line reason; the tables job
 sends it to the dead-letter table. Nothing here may raise anything else for any input.
 """
@@ -17,7 +24,9 @@ import datetime
 import io
 import json
 import math
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog.tables.table_config import Column, SchemaSpec, parse_avro
@@ -25,6 +34,30 @@ from lakelog.tables.table_config import Column, SchemaSpec, parse_avro
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
 MAX_REASON = 500
+MAGIC = 0
+HEADER = 5
+"""Confluent's wire format: magic byte 0, then the schema id as 4 bytes, big-endian."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectWriters:
+    """The registry's schemas of one subject, by id: ("AVRO", fastavro's parsed schema) or
+    (its type, None), as `tables/registry_writers.py` reads them. Empty: no registry."""
+
+    subject: str = ""
+    by_id: Mapping[int, tuple[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryWriters:
+    """A table topic's value and key subjects (TopicNameStrategy)."""
+
+    value: SubjectWriters = field(default_factory=SubjectWriters)
+    key: SubjectWriters = field(default_factory=SubjectWriters)
+
+    def __iter__(self) -> Iterator[SubjectWriters]:
+        yield self.value
+        yield self.key
 
 
 class DecodeFailure(ValueError):
@@ -40,8 +73,16 @@ class Decoder:
     """Decodes one schema's payloads to {column name: value} (a fresh one per task: the
     parsed schema and validator are built once)."""
 
-    def __init__(self, spec: SchemaSpec) -> None:
+    def __init__(
+        self,
+        spec: SchemaSpec,
+        writers: Mapping[int, tuple[str, Any]] | None = None,
+        subject: str = "",
+    ) -> None:
         self.spec = spec
+        self.writers = writers or {}
+        """The registry's schemas of `subject` by id (empty: the registry is not used)."""
+        self.subject = subject
         self.columns = spec.columns
         doc = json.loads(spec.text)
         self._read: Callable[[bytes], dict[str, Any]]
@@ -65,7 +106,23 @@ class Decoder:
             raise DecodeFailure(_reason(f"does not decode: {exc}")) from None
         return {c.name: convert(c, fields.get(c.name)) for c in self.columns}
 
+    def _writer(self, payload: bytes, kind: str) -> Any:
+        """The registry's schema of a wire-format payload (checked to be of `kind`)."""
+        (schema_id,) = struct.unpack_from(">I", payload, 1)
+        found = self.writers.get(schema_id)
+        if found is None:
+            raise DecodeFailure(f"schema id {schema_id} is not registered under {self.subject}")
+        if found[0] != kind:
+            raise DecodeFailure(
+                f"schema id {schema_id} is a {found[0]} schema; the table's is {kind}"
+            )
+        return found[1]
+
     def _read_json(self, payload: bytes) -> dict[str, Any]:
+        if len(payload) >= HEADER and payload[0] == MAGIC:  # JSON text never starts with 0
+            if self.writers:
+                self._writer(payload, "JSON")
+            payload = payload[HEADER:]
         try:
             doc = json.loads(payload.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
@@ -79,18 +136,25 @@ class Decoder:
         return doc
 
     def _read_avro(self, payload: bytes) -> dict[str, Any]:
-        if len(payload) >= 5 and payload[0] == 0:
+        if self.writers and len(payload) >= HEADER and payload[0] == MAGIC:
+            return self._avro_datum(payload[HEADER:], self._writer(payload, "AVRO"))
+        if len(payload) >= HEADER and payload[0] == MAGIC:
             try:
                 return self._avro_datum(payload[5:])
             except Exception:  # a bare datum that happens to start with 0
                 pass
         return self._avro_datum(payload)
 
-    def _avro_datum(self, payload: bytes) -> dict[str, Any]:
+    def _avro_datum(self, payload: bytes, writer: Any = None) -> dict[str, Any]:
+        """The datum, read with `writer` and resolved to the table's schema (or read with
+        the table's schema alone)."""
         from fastavro import schemaless_reader
 
         stream = io.BytesIO(payload)
-        datum = schemaless_reader(stream, self._avro, None)
+        if writer is None:
+            datum = schemaless_reader(stream, self._avro, None)
+        else:
+            datum = schemaless_reader(stream, writer, self._avro)
         if stream.tell() != len(payload):
             raise DecodeFailure(
                 f"Avro: {len(payload) - stream.tell()} bytes left after the datum (not this schema)"

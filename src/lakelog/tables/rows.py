@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.pipeline.records import HEADER_TYPE
-from lakelog.tables.decode import DecodeFailure, Decoder
+from lakelog.tables.decode import DecodeFailure, Decoder, RegistryWriters
 from lakelog.tables.table_config import TableSpec
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -85,12 +85,24 @@ class RowBuilder:
     """Turns the reader's record batches (lakelog.pipeline.records.RECORD_SCHEMA) into
     table rows and dead-letter rows, for one partition."""
 
-    def __init__(self, spec: TableSpec, partition: int) -> None:
+    def __init__(
+        self, spec: TableSpec, partition: int, writers: RegistryWriters | None = None
+    ) -> None:
         self.spec = spec
         self.partition = partition
         self.schema = table_schema(spec)
-        self.value = Decoder(spec.value) if spec.value and spec.mode == "value_schema" else None
-        self.key = Decoder(spec.key) if spec.key and spec.mode == "value_schema" else None
+        typed = spec.mode == "value_schema"
+        value_writers, key_writers = writers or RegistryWriters()
+        self.value = (
+            Decoder(spec.value, value_writers.by_id, value_writers.subject)
+            if spec.value and typed
+            else None
+        )
+        self.key = (
+            Decoder(spec.key, key_writers.by_id, key_writers.subject)
+            if spec.key and typed
+            else None
+        )
 
     def build(self, rec: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
         """(table rows, dead-letter rows) of the records in `rec`."""
