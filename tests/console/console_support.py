@@ -47,6 +47,9 @@ BASE_TS = 1_767_225_600_000
 CLUSTER_ENV: dict[str, object] = {
     "BROKER_SESSION_TIMEOUT_MS": 3000,
     "BROKER_HEARTBEAT_INTERVAL_MS": 500,
+    # The Storage page's request charts are checked to show PUTs while records flow: the
+    # small-write path (on by default) would keep this light traffic in the coordinator.
+    "PRODUCE_INLINE": False,
 }
 
 
