@@ -472,6 +472,10 @@ class Settings(BaseSettings):
     file_delete_grace_ms: int = 60_000
     """An object no longer referenced is deleted only this long after (reads in flight may
     still need it)."""
+    table_status_interval_ms: int = 30_000
+    """How often each broker refreshes its table topics' gauges (`lakelog_table_lag_records`,
+    `_lag_seconds`, `_rows`, `_snapshots`) from the Iceberg catalog, the tables' metadata
+    and the partitions' offsets; 0 turns them off."""
     compaction_interval_ms: int = 15_000
     """How often each broker looks for partitions of compacted topics (cleanup.policy
     `compact`) to compact itself, like Kafka's log.cleaner.backoff.ms; 0 turns the
@@ -641,6 +645,7 @@ class Settings(BaseSettings):
         "supervisor_restart_interval_ms",
         "supervisor_stop_timeout_ms",
         "compaction_interval_ms",
+        "table_status_interval_ms",
         "compaction_lease_ms",
         "compaction_max_keys_per_pass",
         "compaction_max_bytes_per_pass",

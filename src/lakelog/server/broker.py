@@ -36,6 +36,7 @@ from lakelog.server.background.compaction import CompactionLoop
 from lakelog.server.background.inline_mover import InlineMover
 from lakelog.server.background.loop_lag import watch_loop_lag
 from lakelog.server.background.retention import RetentionLoop
+from lakelog.server.background.table_status import TableStatusLoop
 from lakelog.server.cluster.dynamic_broker_configs import DynamicBrokerConfigs
 from lakelog.server.cluster.identity import (
     ANY_HEARTBEAT,
@@ -420,6 +421,7 @@ class Broker:
             loop.create_task(RetentionLoop(self).run(), name="retention"),
             loop.create_task(FileCleaner(self).run(), name="cleaner"),
             loop.create_task(CompactionLoop(self).run(), name="compaction"),
+            loop.create_task(TableStatusLoop(self).run(), name="table-status"),
             # Always, even with the path off here: it finishes other brokers' moves.
             loop.create_task(InlineMover(self).run(), name="inline-mover"),
             loop.create_task(TransactionTimeouts(self).run(), name="txn-timeouts"),

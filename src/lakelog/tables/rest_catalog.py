@@ -197,26 +197,7 @@ class IcebergRestCatalog:
         }
 
     async def _metadata(self, location: str) -> dict[str, Any]:
-        key = self.locations.key_of(location)
-        if key is None:
-            raise err.server_error("the table's metadata is outside the broker's object store")
-        try:
-            raw = bytes(await self.storage.get(key))
-        except ObjectNotFoundError:
-            raise err.server_error(f"the table's metadata file is missing: {location}") from None
-        except StorageError as exc:
-            raise err.unavailable(f"object store: {exc}") from None
-        if len(raw) > MAX_METADATA_BYTES:
-            raise err.server_error(f"table metadata larger than {MAX_METADATA_BYTES} bytes")
-        if raw[:2] == b"\x1f\x8b":
-            raw = _gunzip(raw)
-        try:
-            metadata = json.loads(raw)
-        except ValueError:
-            raise err.server_error("the table's metadata file is not JSON") from None
-        if not isinstance(metadata, dict):
-            raise err.server_error("the table's metadata file is not a JSON object")
-        return metadata
+        return await read_metadata(self.storage, self.locations, location)
 
     # -- the app
     def app(self, mount: str) -> ASGIApp:
@@ -376,6 +357,34 @@ def _cut(names: list[str], page: _Page) -> tuple[list[str], str | None]:
         return names, None
     shown = names[: page.size]
     return shown, base64.urlsafe_b64encode(shown[-1].encode()).decode().rstrip("=")
+
+
+async def read_metadata(
+    storage: ObjectStorage, locations: StoreLocations, location: str
+) -> dict[str, Any]:
+    """A table's metadata JSON at `location` in the broker's object store (gzipped or not,
+    at most MAX_METADATA_BYTES), for loadTable and the broker's table gauges. Every
+    failure is an IcebergError saying what is wrong."""
+    key = locations.key_of(location)
+    if key is None:
+        raise err.server_error("the table's metadata is outside the broker's object store")
+    try:
+        raw = bytes(await storage.get(key))
+    except ObjectNotFoundError:
+        raise err.server_error(f"the table's metadata file is missing: {location}") from None
+    except StorageError as exc:
+        raise err.unavailable(f"object store: {exc}") from None
+    if len(raw) > MAX_METADATA_BYTES:
+        raise err.server_error(f"table metadata larger than {MAX_METADATA_BYTES} bytes")
+    if raw[:2] == b"\x1f\x8b":
+        raw = _gunzip(raw)
+    try:
+        metadata = json.loads(raw)
+    except ValueError:
+        raise err.server_error("the table's metadata file is not JSON") from None
+    if not isinstance(metadata, dict):
+        raise err.server_error("the table's metadata file is not a JSON object")
+    return metadata
 
 
 def _gunzip(raw: bytes) -> bytes:

@@ -2,22 +2,19 @@
 and how far it lags behind the topic.
 
 Cheap on purpose: rows are the current snapshot summary's `total-records` (no scan);
-lag in records is the sum over partitions of the last stable offset minus the table's
-next offset (markers and aborted records count, as they do in consumer lag); lag in
-seconds is the age of the table's last commit while records are waiting (0 when none
-are), an upper bound of how stale the table is, not the age of the oldest missing record.
+lag is `tables.lag`'s rule, shared with the broker's table gauges.
 Needs the pipeline's pyiceberg (`lakelog[spark]`) and the cluster's coordinator and store.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakelog.tables.catalog import NAMESPACE, open_catalog
+from lakelog.tables.lag import NEXT_OFFSETS, next_offsets, table_lag
 
 if TYPE_CHECKING:
     from lakelog.config import Settings
@@ -52,24 +49,25 @@ def table_status(settings: Settings, topic: str) -> TableStatus:
         table = catalog.load_table((NAMESPACE, topic))
     except NoSuchTableError:
         table = None
-    nexts: dict[int, int] = {}
+    raw: str | None = None
     snapshots = rows = 0
     last_commit_ms: int | None = None
     if table is not None:
-        raw = table.properties.get("lakelog.next-offsets")
-        if raw:
-            nexts = {int(p): int(o) for p, o in json.loads(raw)["next"].items()}
+        raw = table.properties.get(NEXT_OFFSETS)
         snapshots = len(table.metadata.snapshots)
         current = table.current_snapshot()
         if current is not None:
             rows = int(current.summary.additional_properties.get("total-records", 0))
             last_commit_ms = current.timestamp_ms
     bounds = asyncio.run(_bounds(settings, topic))
-    lag = sum(max(0, b.end - nexts.get(b.partition, b.log_start)) for b in bounds)
-    seconds = None
-    if last_commit_ms is not None:
-        seconds = max(0.0, time.time() - last_commit_ms / 1000) if lag else 0.0
-    return TableStatus(name, snapshots, rows, lag, seconds)
+    topic_id = bounds[0].topic_id if bounds else None
+    lag = table_lag(
+        [(b.partition, b.log_start, b.end) for b in bounds],
+        next_offsets(raw, topic_id),
+        last_commit_ms,
+        int(time.time() * 1000),
+    )
+    return TableStatus(name, snapshots, rows, lag.records, lag.seconds)
 
 
 async def _bounds(settings: Settings, topic: str) -> list[PartitionBounds]:

@@ -309,3 +309,30 @@ share_archived_total = Counter(
     ["group"],
     registry=REGISTRY,
 )
+
+table_lag_records = Gauge(
+    "lakelog_table_lag_records",
+    "Records of a table topic below its last stable offset that its Iceberg table does not "
+    "hold yet (every broker publishes the same value)",
+    ["topic"],
+    registry=REGISTRY,
+)
+table_lag_seconds = Gauge(
+    "lakelog_table_lag_seconds",
+    "Age of a table topic's last table commit while records wait (0 when caught up; absent "
+    "before the first commit)",
+    ["topic"],
+    registry=REGISTRY,
+)
+table_rows = Gauge(
+    "lakelog_table_rows",
+    "Rows in a table topic's table (its current snapshot's total-records)",
+    ["topic"],
+    registry=REGISTRY,
+)
+table_snapshots = Gauge(
+    "lakelog_table_snapshots",
+    "Snapshots in a table topic's table metadata",
+    ["topic"],
+    registry=REGISTRY,
+)

@@ -40,6 +40,7 @@ from lakelog.cli.console.registry_client import (
     default_registry_url,
 )
 from lakelog.cli.console.sampler import Sampler
+from lakelog.cli.console.tables import TableView, table_mode, table_view
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
@@ -218,7 +219,13 @@ class Console:
                 for t in rows
             }
             return self.page(
-                request, "topics.html", section="topics", title="Topics", topics=rows, rates=rates
+                request,
+                "topics.html",
+                section="topics",
+                title="Topics",
+                topics=rows,
+                rates=rates,
+                tables=self.sampler.tables,
             )
 
         return await self.with_admin(request, action)
@@ -235,6 +242,7 @@ class Console:
                 section="topics",
                 title=f"Topic {name}",
                 topic=detail,
+                table=self.table_of(detail),
                 browse=None,
                 decoded={},
                 subjects=subjects,
@@ -275,6 +283,7 @@ class Console:
                 section="topics",
                 title=f"Topic {name}",
                 topic=detail,
+                table=self.table_of(detail),
                 browse=page,
                 decoded=decoded,
                 subjects=subjects,
@@ -288,6 +297,14 @@ class Console:
             )
 
         return await self.with_admin(request, action)
+
+    def table_of(self, detail: reads.TopicDetail) -> TableView | None:
+        """The topic's Table section, None when it is not a table topic."""
+        mode = table_mode(detail.configs)
+        if mode is None:
+            return None
+        name = detail.description.name
+        return table_view(name, mode, self.sampler.tables.get(name))
 
     async def topic_subjects(self, topic: str) -> tuple[dict[str, str], str]:
         """The registry's subjects for `topic`'s keys and values (TopicNameStrategy:

@@ -26,6 +26,7 @@ from lakelog.cli.common import UserError
 from lakelog.cli.console import reads
 from lakelog.cli.console.connection import ClusterAccess
 from lakelog.cli.console.history import History
+from lakelog.cli.console.tables import merge, table_figures
 from lakelog.cli.cost import Scrape, metrics_endpoints, metrics_url, scrape
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,9 @@ COST_WINDOW_S = 600.0
 """The cost page projects from the last ten minutes of counters."""
 DISCOVERY_EVERY_S = 60.0
 MAX_ERRORS = 20
+MAX_TABLES = 1000
+"""Table topics whose figures the console keeps (the brokers publish at most one set per
+table topic)."""
 BACKGROUND_COUNTERS = {
     "lakelog_retention_deleted_batches_total": "retention_batches_per_hour",
     "lakelog_files_deleted_total": "files_deleted_per_hour",
@@ -149,6 +153,8 @@ class Sampler:
         """topic -> (monotonic, sum of log ends, sum of bytes) at the last tick."""
         self.errors: deque[tuple[float, str]] = deque(maxlen=MAX_ERRORS)
         self.zone_bytes: dict[tuple[str, str, str], float] = {}
+        self.tables: dict[str, dict[str, float]] = {}
+        """Table topic -> its table's figures from the last scrapes (`console.tables`)."""
         self.ticks = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -217,6 +223,7 @@ class Sampler:
         )
         now = time.time()
         totals = TickTotals()
+        tables: list[dict[str, dict[str, float]]] = []
         for url, result in zip(self.urls, results, strict=True):
             up = isinstance(result, Scrape)
             self.history.add(f"broker.up/{url}", now, 1 if up else 0)
@@ -226,6 +233,7 @@ class Sampler:
             try:
                 counters = cost.parse_metrics(result.text)
                 totals.add_gauges(gauges(result.text))
+                tables.append(table_figures(result.text))
             except ValueError as exc:
                 self._error(f"{url}: not Prometheus text: {exc}")
                 continue
@@ -237,6 +245,11 @@ class Sampler:
                 totals.add_delta(cost.counter_delta(scrapes[-1].counters, counters), seconds)
             scrapes.append(current)
         self.zone_bytes = totals.zone
+        if tables:  # no broker answered: keep the last figures rather than none
+            self.tables = dict(sorted(merge(tables).items())[:MAX_TABLES])
+            for topic, figures in self.tables.items():
+                if "lag_records" in figures:
+                    self.history.add(f"table.lag_records/{topic}", now, figures["lag_records"])
         self._record(now, totals)
 
     def _record(self, now: float, totals: TickTotals) -> None:
