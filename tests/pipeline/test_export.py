@@ -9,17 +9,32 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import duckdb
+import pandas
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 from e2e_harness import BrokerProcess, Rec, create_topic, make_records
 from pipeline_clients import Row, consume, produce, produce_transactions
 from pyspark.sql import SparkSession
 
 from lakelog.config import Settings
-from lakelog.pipeline.export import STATE_FILE, plan_chunks, run_export, unrecorded
+from lakelog.pipeline.export import (
+    EXPORT_SCHEMA,
+    STATE_FILE,
+    plan_chunks,
+    read_state,
+    run_export,
+    unrecorded,
+    upgrade_v1_files,
+)
 
 PARTITIONS = 2
 MIDNIGHT = int(datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC).timestamp() * 1000)
@@ -144,6 +159,109 @@ def test_export_incremental_by_date_and_idempotent_after_a_crash(
     assert _files(output) == files_after_second
 
 
+def _row(
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[dict[str, Any]],
+    ts: int,
+) -> Row:
+    pairs = tuple((h["key"], h["value"]) for h in headers)
+    return Row(int(partition), int(offset), key, value, pairs, int(ts))
+
+
+def _read_with_pandas(output: Path) -> list[tuple[Row, str, str]]:
+    frame = pandas.read_parquet(output)
+    assert sorted(frame.columns) == sorted([*EXPORT_SCHEMA.names, "topic", "date"])
+    out = []
+    for r in frame.itertuples(index=False):
+        ts = round(r.timestamp.timestamp() * 1000)
+        row = _row(r.partition, r.offset, r.key, r.value, r.headers, ts)
+        out.append((row, str(r.topic), str(r.date)))
+    return sorted(out, key=lambda t: (t[0].partition, t[0].offset))
+
+
+def _read_with_duckdb(output: Path) -> list[tuple[Row, str, str]]:
+    source = "read_parquet('{}/**/*.parquet', hive_partitioning=true)".format(
+        str(output).replace("'", "''")
+    )
+    with duckdb.connect() as con:
+        described = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+        types = {name: kind for name, kind, *_ in described}
+        assert (types["topic"], types["date"]) == ("VARCHAR", "DATE")
+        assert sorted(types) == sorted([*EXPORT_SCHEMA.names, "topic", "date"])
+        rows = con.execute(
+            'SELECT "partition", "offset", key, value, headers, epoch_ms("timestamp"), topic, '
+            f"CAST(date AS VARCHAR) FROM {source}"
+        ).fetchall()
+    out = [(_row(*r[:6]), r[6], r[7]) for r in rows]
+    return sorted(out, key=lambda t: (t[0].partition, t[0].offset))
+
+
+def test_export_directory_reads_in_pandas_duckdb_and_spark(
+    spark: SparkSession, topic: Topic, tmp_path: Path
+) -> None:
+    """The whole directory, as a new user would read it: no merge error in pyarrow, no
+    duplicate column in Spark or DuckDB, and topic and date from the folders."""
+    bootstrap = topic.broker.bootstrap
+    output = tmp_path / "export"
+    records = make_records(60, PARTITIONS, MIDNIGHT - 30, tag="readers")
+    produce(bootstrap, topic.name, records, "zstd")
+    aborted = [Rec(i % PARTITIONS, b"txn", b"aborted", (), MIDNIGHT) for i in range(4)]
+    produce_transactions(bootstrap, topic.name, [(aborted, False)])
+    assert run_export(topic.settings, [topic.name], str(output), spark=spark).records == 60
+    consumed = consume(bootstrap, topic.name, PARTITIONS, len(records))
+    expected = [(row, topic.name, _utc_date(row.timestamp)) for row in consumed]
+    assert {date for _, _, date in expected} == {"2026-02-28", "2026-03-01"}
+    for name in _files(output):
+        assert pq.read_schema(output / name) == EXPORT_SCHEMA  # no partition column inside
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _read_with_pandas(output) == expected
+    assert _read_with_duckdb(output) == expected
+    frame = spark.read.parquet(str(output))
+    types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    assert len(frame.columns) == len(types) == len(EXPORT_SCHEMA) + 2
+    assert (types["topic"], types["date"]) == ("string", "date")
+    assert _exported(spark, output) == expected
+
+
+def test_a_version_1_export_is_upgraded_in_place(tmp_path: Path) -> None:
+    """Files written before the topic column left them lose it; a rerun after a crash
+    part-way through finishes the job and rewrites nothing twice."""
+    output = tmp_path / "old"
+    batch = pa.table(
+        {
+            "partition": pa.array([0, 0], pa.int32()),
+            "offset": pa.array([0, 1], pa.int64()),
+            "timestamp": pa.array([MIDNIGHT * 1000] * 2, pa.timestamp("us", tz="UTC")),
+            "key": pa.array([b"k", None], pa.binary()),
+            "value": pa.array([b"v0", b"v1"], pa.binary()),
+            "headers": pa.array(
+                [[], [{"key": "h", "value": b"x"}]], EXPORT_SCHEMA.field("headers").type
+            ),
+        },
+        schema=EXPORT_SCHEMA,
+    )
+    v1 = pa.table({"topic": pa.array(["t", "t"]), **{n: batch[n] for n in batch.column_names}})
+    old = output / "topic=t" / "date=2026-03-01" / "part-0-0-2.parquet"
+    done = output / "topic=t" / "date=2026-03-02" / "part-0-2-4.parquet"
+    old.parent.mkdir(parents=True)
+    done.parent.mkdir(parents=True)
+    pq.write_table(v1, old)
+    pq.write_table(batch, done)  # as if a crashed upgrade had already rewritten it
+    (output / STATE_FILE).write_text(json.dumps({"version": 1, "topics": {}}))
+    fs = pafs.LocalFileSystem()
+    assert read_state(fs, str(output))["version"] == 1
+    assert upgrade_v1_files(fs, str(output)) == 1
+    assert pq.read_table(old) == batch
+    assert upgrade_v1_files(fs, str(output)) == 0
+    frame = pandas.read_parquet(output)
+    assert len(frame) == 4 and set(frame["topic"].astype(str)) == {"t"}
+
+
 def test_export_of_an_unknown_topic_writes_nothing(
     spark: SparkSession, topic: Topic, tmp_path: Path
 ) -> None:
@@ -181,5 +299,6 @@ def test_plan_chunks_and_unrecorded_files() -> None:
         "out/topic=t/date=2026-03-02/_tmp-part-1-4-9.parquet",
         "out/topic=t/date=2026-03-02/part-1-0-4.parquet",
         "out/topic=t/date=2026-03-02/notes.txt",
+        "out/topic=t/date=2026-03-02/_tmp-part-1-5-9.parquet.tmp",
     ]
-    assert unrecorded(names, {0: 10, 1: 4}) == [names[1], names[2], names[3]]
+    assert unrecorded(names, {0: 10, 1: 4}) == [names[1], names[2], names[3], names[6]]

@@ -1,23 +1,31 @@
 """`lakelog pipeline export`: topics to Parquet, partitioned by topic and date, incrementally.
 
-Layout under the output directory (Hive-style, so `spark.read.parquet(output)` gets `topic`
-and `date` partition columns):
+Layout under the output directory (Hive-style):
 
     <output>/topic=<name>/date=<YYYY-MM-DD>/part-<partition>-<from>-<to>.parquet
     <output>/_lakelog_export_state.json
 
-Columns: topic, partition, offset, timestamp (UTC), key, value, headers; dates are the
-records' UTC dates. Each file holds the committed records (read_committed: no markers, no
-aborted transactions) of offsets [from, to) of one partition, at most
-`max_offsets_per_file` offsets, that fall on that date.
+Columns in the files: partition, offset, timestamp (UTC), key, value, headers. `topic` and
+`date` are not in the files: they are the Hive partition folders, and readers take them
+from there (`spark.read.parquet(output)`, `pandas.read_parquet(output)` and DuckDB's
+`read_parquet('<output>/**/*.parquet', hive_partitioning=true)` all add both columns).
+Why not a `topic` column as well: a column that is also a partition folder name is what
+made pyarrow refuse the directory ("Unable to merge: Field topic has incompatible types"),
+Spark warn COLUMN_ALREADY_EXISTS and DuckDB conflict. Leaving partition columns out of the
+files is what Spark's own `partitionBy` and pyarrow's `write_dataset` do, so it is the
+layout every engine expects; renaming the folder keys instead would have kept the
+duplicate column under a second name. Dates are the records' UTC dates. Each file holds
+the committed records (read_committed: no markers, no aborted transactions) of offsets
+[from, to) of one partition, at most `max_offsets_per_file` offsets, that fall on that date.
 
 Incremental: the state file records, per topic (and topic id) and partition, the next
 offset to export. It is written after the data, atomically. A crash between the two leaves
 files the state does not know about; the next run deletes every file of a partition whose
 `from` is at or past the recorded offset before it writes, and then writes the same range
 again, so a crash re-exports one run's ranges and never duplicates a record. A Spark task
-retried within a run rewrites the same file names (a temporary name, renamed when whole).
-One export per output directory at a time.
+retried within a run rewrites the same file names (a temporary name, `_tmp-...parquet.tmp`,
+which no reader's glob or listing picks up, renamed when whole). One export per output
+directory at a time.
 """
 
 from __future__ import annotations
@@ -51,16 +59,16 @@ if TYPE_CHECKING:
 __all__ = ["EXPORT_SCHEMA", "STATE_FILE", "ExportSummary", "plan_chunks", "run_export"]
 
 STATE_FILE = "_lakelog_export_state.json"
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""2: files without the `topic` column. A version 1 directory is upgraded in place."""
 DEFAULT_MAX_OFFSETS_PER_FILE = 1_000_000
 MAX_OPEN_WRITERS = 32
 """Dates one task writes at once; a range spanning more rolls over to numbered files."""
 MS_PER_DAY = 86_400_000
-_PART_RE = re.compile(r"^_?(?:tmp-)?part-(\d+)-(\d+)-(\d+)(?:-\d+)?\.parquet$")
+_PART_RE = re.compile(r"^_?(?:tmp-)?part-(\d+)-(\d+)-(\d+)(?:-\d+)?\.parquet(?:\.tmp)?$")
 
 EXPORT_SCHEMA = pa.schema(
     [
-        pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
         pa.field("offset", pa.int64()),
         pa.field("timestamp", pa.timestamp("us", tz="UTC")),
@@ -69,6 +77,7 @@ EXPORT_SCHEMA = pa.schema(
         pa.field("headers", HEADER_TYPE),
     ]
 )
+"""The columns of every file; `topic` and `date` come from the folders (see module doc)."""
 
 
 @dataclass
@@ -155,9 +164,34 @@ def read_state(fs: pafs.FileSystem, root: str) -> dict[str, Any]:
         return {"version": STATE_VERSION, "topics": {}}
     with fs.open_input_stream(path) as stream:
         state = json.loads(stream.read())
-    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+    if not isinstance(state, dict) or state.get("version") not in (1, STATE_VERSION):
         raise ValueError(f"{path}: not a version {STATE_VERSION} export state file")
     return state
+
+
+def upgrade_v1_files(fs: pafs.FileSystem, root: str) -> int:
+    """Rewrite the files of a version 1 export (which had a `topic` column) without it, each
+    to a temporary name renamed over the old file. A file already without the column is
+    left alone, so a run that crashes part-way through simply continues on the next run
+    (the state stays version 1 until the run that finishes writes it). Returns the number
+    of files rewritten."""
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    rewritten = 0
+    for info in infos:
+        name = info.path.rsplit("/", 1)[-1]
+        if info.type != pafs.FileType.File or not name.startswith("part-"):
+            continue
+        if (
+            _PART_RE.match(name) is None
+            or "topic" not in pq.read_schema(info.path, filesystem=fs).names
+        ):
+            continue
+        table = pq.read_table(info.path, filesystem=fs, partitioning=None).drop_columns(["topic"])
+        tmp = f"{info.path.rsplit('/', 1)[0]}/_tmp-{name}.tmp"
+        pq.write_table(table, tmp, filesystem=fs, compression="zstd")
+        fs.move(tmp, info.path)
+        rewritten += 1
+    return rewritten
 
 
 def write_state(fs: pafs.FileSystem, root: str, state: dict[str, Any]) -> None:
@@ -171,9 +205,7 @@ def write_state(fs: pafs.FileSystem, root: str, state: dict[str, Any]) -> None:
 # ------------------------------------------------------------------ executor side
 
 
-def _export_rows(
-    columns: RecordColumns, topic: str, partition: int
-) -> tuple[pa.RecordBatch, pa.Array]:
+def _export_rows(columns: RecordColumns, partition: int) -> tuple[pa.RecordBatch, pa.Array]:
     """The records in EXPORT_SCHEMA, and their timestamps in ms."""
     rec = columns.to_arrow()
     rows = rec.num_rows
@@ -181,7 +213,6 @@ def _export_rows(
     micros = pc.multiply(millis, pa.scalar(1000, pa.int64()))
     batch = pa.RecordBatch.from_arrays(
         [
-            pa.array([topic] * rows, pa.string()),
             pa.array([partition] * rows, pa.int32()),
             rec.column("offset"),
             micros.cast(pa.timestamp("us", tz="UTC")),
@@ -224,7 +255,7 @@ class _DateWriters:
             directory = f"{self.base}/date={date}"
             self.fs.create_dir(directory, recursive=True)
             name = part_name(self.rng.partition, self.rng.start, self.rng.end, roll)
-            final, tmp = f"{directory}/{name}", f"{directory}/_tmp-{name}"
+            final, tmp = f"{directory}/{name}", f"{directory}/_tmp-{name}.tmp"
             writer = pq.ParquetWriter(tmp, EXPORT_SCHEMA, filesystem=self.fs, compression="zstd")
             self.open[date] = (writer, tmp, final)
         self.open[date][0].write_batch(rows)
@@ -246,7 +277,7 @@ def export_task(task: ExportTask) -> TaskResult:
     records = 0
     try:
         for columns in iter_range_batches(rng, task.read):
-            rows, millis = _export_rows(columns, rng.topic, rng.partition)
+            rows, millis = _export_rows(columns, rng.partition)
             records += rows.num_rows
             for date, part in _by_date(rows, millis):
                 writers.write(date, part)
@@ -307,6 +338,10 @@ def run_export(
     summary.partitions = len(bounds)
     summary.ranges = len(tasks)
 
+    if state["version"] == 1:
+        upgraded = upgrade_v1_files(fs, root)
+        progress.log(f"upgraded {upgraded} files of a version 1 export (no topic column)")
+        state["version"] = STATE_VERSION
     _remove_unrecorded(fs, root, starts)
     summary.nothing_to_do = not tasks
     if tasks:
