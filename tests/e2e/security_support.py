@@ -207,3 +207,42 @@ def secure_broker(tmp_path: Path) -> Iterator[SecureFactory]:
 
     yield make
     close_all(started)
+
+
+def logins_broker(
+    data_dir: Path, name: str, passwords: dict[str, str], acls: list[Any]
+) -> BrokerProcess:
+    """A started broker whose registry listener (and the Iceberg REST catalog on it) takes
+    HTTP basic logins of SCRAM users: the authorizer on (ANONYMOUS and `admin` super
+    users), each of `passwords` a SCRAM-SHA-256 user, `acls` (AclBindings) created."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    proc = BrokerProcess(
+        data_dir,
+        env={
+            **FAST_COMMITS,
+            "AUTHORIZER_ENABLED": "true",
+            "SUPER_USERS": "User:ANONYMOUS;User:admin",
+            "SCHEMA_REGISTRY_AUTH": "basic",
+        },
+        registry=True,
+        name=name,
+    )
+    proc.start()
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    upserts = [
+        UserScramCredentialUpsertion(
+            user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), pw.encode()
+        )
+        for user, pw in passwords.items()
+    ]
+    for future in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
+        future.result(30)
+    for future in admin.create_acls(acls, request_timeout=30).values():
+        future.result(30)
+    return proc

@@ -15,12 +15,8 @@ from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
     AclPermissionType,
-    AdminClient,
     ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 from e2e_fixtures import FAST_COMMITS, warn_tracebacks
 from e2e_harness import BrokerProcess
@@ -34,7 +30,7 @@ from iceberg_support import (
 )
 from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import ForbiddenError
-from security_support import make_pki
+from security_support import logins_broker, make_pki
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 TABLES = "/v1/lakelog/namespaces/lakelog/tables"
@@ -42,35 +38,15 @@ TABLES = "/v1/lakelog/namespaces/lakelog/tables"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, list]]:
-    proc = BrokerProcess(
-        tmp_path_factory.mktemp("iceberg-auth") / "data",
-        env={
-            **FAST_COMMITS,
-            "AUTHORIZER_ENABLED": "true",
-            "SUPER_USERS": "User:ANONYMOUS;User:admin",
-            "SCHEMA_REGISTRY_AUTH": "basic",
-        },
-        registry=True,
-        name="iceberg-auth",
-    )
-    proc.start()
-    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-    upserts = [
-        UserScramCredentialUpsertion(
-            user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), pw.encode()
-        )
-        for user, pw in PASSWORDS.items()
-    ]
-    for future in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
-        future.result(30)
     acls = [
         AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
                    AclOperation.READ, AclPermissionType.ALLOW),
         AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:carol", "*",
                    AclOperation.DESCRIBE, AclPermissionType.ALLOW),
     ]  # fmt: skip
-    for future in admin.create_acls(acls, request_timeout=30).values():
-        future.result(30)
+    proc = logins_broker(
+        tmp_path_factory.mktemp("iceberg-auth") / "data", "iceberg-auth", PASSWORDS, acls
+    )
     catalog = sql_catalog(proc)
     rows = make_table(catalog, "orders", [[0, 1], [2]])
     make_table(catalog, "secrets", [[7]])

@@ -14,23 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
     AclPermissionType,
-    AdminClient,
     ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from e2e_fixtures import FAST_COMMITS, warn_tracebacks
 from e2e_harness import BrokerProcess
-from security_support import make_pki
+from security_support import logins_broker, make_pki
 
 SCHEMA = json.dumps({"type": "record", "name": "O", "fields": [{"name": "a", "type": "int"}]})
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
@@ -38,38 +33,15 @@ PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(
-        tmp_path_factory.mktemp("registry-auth") / "data",
-        env={
-            **FAST_COMMITS,
-            "AUTHORIZER_ENABLED": "true",
-            "SUPER_USERS": "User:ANONYMOUS;User:admin",
-            "SCHEMA_REGISTRY_AUTH": "basic",
-        },
-        registry=True,
-        name="registry-auth",
-    )
-    proc.start()
-    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-    upserts = [
-        UserScramCredentialUpsertion(
-            user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), pw.encode()
-        )
-        for user, pw in PASSWORDS.items()
-    ]
-    for future in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
-        future.result(30)
     acls = [
         AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
                    AclOperation.WRITE, AclPermissionType.ALLOW),
         AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:bob", "*",
                    AclOperation.DESCRIBE, AclPermissionType.ALLOW),
     ]  # fmt: skip
-    for future in admin.create_acls(acls, request_timeout=30).values():
-        try:
-            future.result(30)
-        except KafkaException as exc:  # pragma: no cover - shown if it happens
-            raise AssertionError(exc) from exc
+    proc = logins_broker(
+        tmp_path_factory.mktemp("registry-auth") / "data", "registry-auth", PASSWORDS, acls
+    )
     try:
         yield proc
     finally:
