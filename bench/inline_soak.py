@@ -80,13 +80,19 @@ def soak(args: argparse.Namespace) -> list[dict[str, Any]]:
         broker.start()
         topic = "soak"
         create_topic(broker.bootstrap, topic, args.partitions)
-        from confluent_kafka.admin import AdminClient, ConfigResource
+        from confluent_kafka.admin import (
+            AdminClient,
+            AlterConfigOpType,
+            ConfigEntry,
+            ConfigResource,
+        )
 
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        resource = ConfigResource(
-            "topic", topic, set_config={"retention.ms": str(args.retention_ms)}
+        retention = ConfigEntry(
+            "retention.ms", str(args.retention_ms), incremental_operation=AlterConfigOpType.SET
         )
-        admin.alter_configs([resource])[resource].result(30)
+        resource = ConfigResource("topic", topic, incremental_configs=[retention])
+        admin.incremental_alter_configs([resource])[resource].result(30)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
         errors: list[str] = []
 
