@@ -1,6 +1,10 @@
 """The console's Starlette app: one GET route per page, server-rendered from Jinja templates,
 plus `/api/series` for the live charts. Nothing here changes the cluster: every route is a
-GET and every cluster call is a describe, list or fetch."""
+GET and every cluster call is a describe, list or fetch.
+
+Kept whole at about 600 lines: each route is a short handler that gathers a page's figures
+and renders its template, and reading them in one file shows the whole console; what they
+share (reads, records, decoding, the registry and table figures) lives in its own modules."""
 
 from __future__ import annotations
 
