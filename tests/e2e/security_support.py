@@ -246,3 +246,22 @@ def logins_broker(
     for future in admin.create_acls(acls, request_timeout=30).values():
         future.result(30)
     return proc
+
+
+def tls_registry_broker(directory: Path, name: str) -> tuple[BrokerProcess, Any]:
+    """A started broker whose registry listener (and the Iceberg REST catalog on it) serves
+    HTTPS with a certificate of a fresh CA; with that PKI (its `ca` is what clients trust)."""
+    pki = make_pki(directory / "pki")
+    proc = BrokerProcess(
+        directory / "data",
+        env={
+            **FAST_COMMITS,
+            "SSL_CERTIFICATE_LOCATION": pki.server_cert,
+            "SSL_KEY_LOCATION": pki.server_key,
+            "SCHEMA_REGISTRY_TLS": "true",
+        },
+        registry=True,
+        name=name,
+    )
+    proc.start()
+    return proc, pki

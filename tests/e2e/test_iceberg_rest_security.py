@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from e2e_fixtures import FAST_COMMITS, warn_tracebacks
+from e2e_fixtures import warn_tracebacks
 from e2e_harness import BrokerProcess
 from iceberg_support import (
     call,
@@ -30,7 +30,7 @@ from iceberg_support import (
 )
 from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import ForbiddenError
-from security_support import logins_broker, make_pki
+from security_support import logins_broker, tls_registry_broker
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 TABLES = "/v1/lakelog/namespaces/lakelog/tables"
@@ -145,19 +145,7 @@ def test_https_is_the_registrys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     # requests lets these variables override a session's CA bundle (pyiceberg's `ssl`).
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         monkeypatch.delenv(name, raising=False)
-    pki = make_pki(tmp_path / "pki")
-    proc = BrokerProcess(
-        tmp_path / "data",
-        env={
-            **FAST_COMMITS,
-            "SSL_CERTIFICATE_LOCATION": pki.server_cert,
-            "SSL_KEY_LOCATION": pki.server_key,
-            "SCHEMA_REGISTRY_TLS": "true",
-        },
-        registry=True,
-        name="iceberg-tls",
-    )
-    proc.start()
+    proc, pki = tls_registry_broker(tmp_path, "iceberg-tls")
     try:
         rows = make_table(sql_catalog(proc), "orders", [[0, 1, 2]])
         uri = f"https://127.0.0.1:{proc.registry_port}/iceberg"

@@ -23,9 +23,9 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
-from e2e_fixtures import FAST_COMMITS, warn_tracebacks
+from e2e_fixtures import warn_tracebacks
 from e2e_harness import BrokerProcess
-from security_support import logins_broker, make_pki
+from security_support import logins_broker, tls_registry_broker
 
 SCHEMA = json.dumps({"type": "record", "name": "O", "fields": [{"name": "a", "type": "int"}]})
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
@@ -111,19 +111,7 @@ def test_confluent_client_logs_in(broker: BrokerProcess) -> None:
 
 def test_https(tmp_path: Path) -> None:
     """`schema_registry_tls`: HTTPS with the listener's certificate; clients trust its CA."""
-    pki = make_pki(tmp_path / "pki")
-    proc = BrokerProcess(
-        tmp_path / "data",
-        env={
-            **FAST_COMMITS,
-            "SSL_CERTIFICATE_LOCATION": pki.server_cert,
-            "SSL_KEY_LOCATION": pki.server_key,
-            "SCHEMA_REGISTRY_TLS": "true",
-        },
-        registry=True,
-        name="registry-tls",
-    )
-    proc.start()
+    proc, pki = tls_registry_broker(tmp_path, "registry-tls")
     try:
         url = f"https://127.0.0.1:{proc.registry_port}"
         client = SchemaRegistryClient({"url": url, "ssl.ca.location": str(pki.ca)})
