@@ -54,6 +54,39 @@ def batch(records: int, record_bytes: int, timestamp: int) -> bytes:
     return rebuild_batch(header, 0, encoded)
 
 
+async def put_wal(
+    storage: ObjectStorage,
+    coordinator: Any,
+    entries: list[WalEntry],
+    now: int,
+    limit: asyncio.Semaphore,
+    *,
+    commit: bool = True,
+) -> int:
+    """One WAL object of `entries` (each one batch of `record_count` records) PUT to the
+    store and, with `commit`, committed as a broker commits it; the object's size."""
+    wal = build_wal(entries)
+    key = new_wal_key()
+    async with limit:
+        await storage.put(key, wal.parts)
+    if commit:
+        placed = [
+            CommitBatch(
+                e.topic_id,
+                e.partition,
+                off,
+                size,
+                e.record_count,
+                now,
+                now,
+                TimestampType.CREATE_TIME,
+            )
+            for e, (off, size) in zip(entries, wal.placements, strict=True)
+        ]
+        await coordinator.commit_file(key, 0, -1, wal.size, placed)
+    return wal.size
+
+
 async def fill(settings: Settings, args: argparse.Namespace) -> int:
     """Commit the objects and upload the orphans; returns the committed bytes."""
     coordinator = open_coordinator(settings.resolved_coordinator_url)
@@ -73,26 +106,7 @@ async def fill(settings: Settings, args: argparse.Namespace) -> int:
                 WalEntry(topic_id, p, data, args.records, -1, -1, -1)
                 for p in range(args.partitions)
             ]
-            wal = build_wal(entries)
-            key = new_wal_key()
-            async with limit:
-                await storage.put(key, wal.parts)
-            if commit:
-                placed = [
-                    CommitBatch(
-                        topic_id,
-                        e.partition,
-                        off,
-                        size,
-                        args.records,
-                        now,
-                        now,
-                        TimestampType.CREATE_TIME,
-                    )
-                    for e, (off, size) in zip(entries, wal.placements, strict=True)
-                ]
-                await coordinator.commit_file(key, 0, -1, wal.size, placed)
-            return wal.size
+            return await put_wal(storage, coordinator, entries, now, limit, commit=commit)
 
         for start in range(0, args.objects, 200):
             sizes = await asyncio.gather(

@@ -29,14 +29,14 @@ from typing import Any
 
 from common import MiB, log
 from lakelog.config import Settings
-from lakelog.coordinator import CommitBatch, CreateTopicRequest, TimestampType, open_coordinator
+from lakelog.coordinator import CreateTopicRequest, open_coordinator
 from lakelog.log.protocol.records import BatchHeader
-from lakelog.log.storage.keys import new_wal_key
 from lakelog.log.storage.store import ObjectStorage
-from lakelog.log.storage.wal import WalEntry, build_wal
+from lakelog.log.storage.wal import WalEntry
 from lakelog.pipeline.batch_writer import encode_record, rebuild_batch
 from lakelog.pipeline.context import JobContext
 from lakelog.pipeline.tables import run_tables
+from pipeline_jobs import put_wal
 from report import render
 
 TOPIC = "tables-bench"
@@ -95,24 +95,7 @@ async def fill(settings: Settings, args: argparse.Namespace) -> tuple[int, int]:
                 WalEntry(topic_id, p, data, args.records, -1, -1, -1)
                 for p, (data, _) in enumerate(made)
             ]
-            wal = build_wal(entries)
-            key = new_wal_key()
-            async with limit:
-                await storage.put(key, wal.parts)
-            placed = [
-                CommitBatch(
-                    topic_id,
-                    e.partition,
-                    off,
-                    size,
-                    args.records,
-                    now,
-                    now,
-                    TimestampType.CREATE_TIME,
-                )
-                for e, (off, size) in zip(entries, wal.placements, strict=True)
-            ]
-            await coordinator.commit_file(key, 0, -1, wal.size, placed)
+            await put_wal(storage, coordinator, entries, now, limit)
             return sum(p for _, p in made)
 
         payload = 0
