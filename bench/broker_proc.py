@@ -94,8 +94,11 @@ class Broker:
         rack: str | None = None,
         metrics: bool = False,
         registry: bool = False,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.root = root
+        self.env = env or {}
+        """Settings for this broker alone (`LAKELOG_...`), over the process environment."""
         self.name = name
         self.data_dir = data_dir if data_dir is not None else root / "broker-data"
         self.log_path = root / f"{name}.log"
@@ -137,7 +140,7 @@ class Broker:
                 stdin=subprocess.DEVNULL,
                 stdout=logf,
                 stderr=subprocess.STDOUT,
-                env=os.environ | BROKER_ENV,
+                env=os.environ | BROKER_ENV | self.env,
                 preexec_fn=die_with_parent,
             )
 

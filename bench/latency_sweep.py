@@ -23,6 +23,12 @@ records) while a consumer tails the topic. Prints, per rate:
 Each paced point lasts `--seconds`, `max` sends `--max-mib`. PUTs of the inline mover for
 one point's files may land in the next point (it moves by size or after a minute).
 
+With `max` among the rates, a second broker with the settings full speed had before issue
+32 (small-write path off, objects sealed on size and interval only: full objects, as the
+old load-shrinking budget made them at full speed) runs the `max` point too, alternating
+with the first `--max-repeats` times, so the two throughputs compare within one run on
+one machine state (`--no-before` skips it).
+
 Run: `.venv/bin/python bench/latency_sweep.py [--backend embedded|scaleout] [--inline]
 [--rates 0.01,0.1,1,10,50,200,max] [--json out.json]`.
 """
@@ -55,6 +61,8 @@ RECORD_BYTES = 1024
 MAX_RATE = 100_000.0
 """MiB/s that stands for "as fast as the client goes" (the paced loop never catches up)."""
 DEFAULT_RATES = "0.01,0.1,1,10,50,200,max"
+BEFORE_ENV = {"LAKELOG_PRODUCE_INLINE": "false", "LAKELOG_PRODUCE_MAX_PUTS_PER_SECOND": "0"}
+"""Full speed as before issue 32: no small-write path, objects sealed when full."""
 
 
 def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -74,56 +82,89 @@ def _sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.inline is not None:
         os.environ["LAKELOG_PRODUCE_INLINE"] = "true" if args.inline else "false"
     broker = Broker(root, metrics=True)
-    meter = CoordinatorMeter(
-        args.coordinator_url or "sqlite:///" + str(broker.data_dir / "coordinator.sqlite3")
-    )
+    before: Broker | None = None
+    if args.before and "max" in args.rates:
+        # Its own data dir (and, on a shared coordinator, its own broker id): the two
+        # brokers never serve each other's topics.
+        before = Broker(
+            root, name="before", data_dir=root / "before-data", broker_id=7, metrics=True,
+            env=BEFORE_ENV,
+        )  # fmt: skip
+    # On a shared coordinator (scale-out) the two brokers would be one cluster and clients
+    # could be sent to either, so there the "before" broker runs its points after the
+    # first has stopped; on the embedded backend they alternate.
+    shared = bool(args.coordinator_url)
+    points: list[tuple[str, Broker, str]] = []
+    later: list[tuple[str, Broker, str]] = []
+    for rate in args.rates:
+        if rate == "max" and before is not None:
+            for _ in range(args.max_repeats):
+                points.append(("max", broker, "max"))
+                (later if shared else points).append(("max", before, "max, before issue 32"))
+        else:
+            points.append((rate, broker, rate))
     prices = cost.Prices()
     rows: list[dict[str, Any]] = []
     try:
-        broker.start()
-        for i, rate in enumerate(args.rates):
-            mibs = MAX_RATE if rate == "max" else float(rate)
-            seconds = args.max_mib / MAX_RATE if rate == "max" else args.seconds
-            topic = f"sweep-{i}"
-            create_topic(broker.bootstrap, topic, args.partitions)
-            log(f"offered {rate} MiB/s")
-            before, rows_before, t0 = _metrics(broker), meter.row_bytes(), time.monotonic()
-            cpu: dict[str, Any] = {}
-            with cpu_account(broker, cpu):
-                paced = phase_paced(
-                    broker.bootstrap, topic, args.partitions, RECORD_BYTES, mibs, seconds, 256
-                )
-            window = time.monotonic() - t0
-            delta = cost.counter_delta(before, _metrics(broker))
-            inline = _sample(delta, INLINE_BYTES)
-            rows_grown = meter.row_bytes() - rows_before
-            puts = _sample(delta, REQUESTS, op="put")
-            gib = paced["records"] * RECORD_BYTES / GiB
-            bill = cost.project(cost.usage_from_series(delta, window), prices, args.retention_days)
-            rows.append(
-                {
-                    "offered MiB/s": rate,
-                    "achieved MiB/s": round(
-                        paced["records"] * RECORD_BYTES / MiB / paced["seconds"], 3
-                    ),
-                    "produce p50/p99/p999 ms": _three(paced["produce_latency"]),
-                    "e2e p50/p99/p999 ms": _three(paced["e2e"]),
-                    "PUTs/s": round(puts / window, 3),
-                    "PUTs/GiB": round(puts / gib),
-                    "coord MiB/GiB": round((inline + rows_grown) / MiB / gib, 1),
-                    "of which inline": round(inline / MiB / gib, 1),
-                    "Lakelog $/mo": round(bill.lakelog_usd, 2),
-                    "Kafka $/mo": round(bill.classic_usd, 2),
-                    "Lakelog/Kafka": round(bill.lakelog_usd / bill.classic_usd, 3)
-                    if bill.classic_usd
-                    else None,
-                    "broker CPU s/GiB": round(cpu.get("broker_cpu_s", 0.0) / gib, 2),
-                }
-            )
+        for b in (broker, None if shared else before):
+            if b is not None:
+                b.start()
+        for i, (rate, at, label) in enumerate(points):
+            log(f"offered {label} MiB/s")
+            rows.append(_point(args, at, rate, label, f"sweep-{i}", prices))
+        if later and before is not None:
+            broker.stop()
+            before.start()
+            for i, (rate, at, label) in enumerate(later, start=len(points)):
+                log(f"offered {label} MiB/s")
+                rows.append(_point(args, at, rate, label, f"sweep-{i}", prices))
     finally:
-        broker.stop()
+        for b in (broker, before):
+            if b is not None:
+                b.stop()
         shutil.rmtree(root, ignore_errors=True)
     return rows
+
+
+def _point(
+    args: argparse.Namespace, broker: Broker, rate: str, label: str, topic: str, prices: Any
+) -> dict[str, Any]:
+    """One sweep point on `broker`: a paced producer and a tailing consumer on a new topic."""
+    meter = CoordinatorMeter(
+        args.coordinator_url or "sqlite:///" + str(broker.data_dir / "coordinator.sqlite3")
+    )
+    mibs = MAX_RATE if rate == "max" else float(rate)
+    seconds = args.max_mib / MAX_RATE if rate == "max" else args.seconds
+    create_topic(broker.bootstrap, topic, args.partitions)
+    before, rows_before, t0 = _metrics(broker), meter.row_bytes(), time.monotonic()
+    cpu: dict[str, Any] = {}
+    with cpu_account(broker, cpu):
+        paced = phase_paced(
+            broker.bootstrap, topic, args.partitions, RECORD_BYTES, mibs, seconds, 256
+        )
+    window = time.monotonic() - t0
+    delta = cost.counter_delta(before, _metrics(broker))
+    inline = _sample(delta, INLINE_BYTES)
+    rows_grown = meter.row_bytes() - rows_before
+    puts = _sample(delta, REQUESTS, op="put")
+    gib = paced["records"] * RECORD_BYTES / GiB
+    bill = cost.project(cost.usage_from_series(delta, window), prices, args.retention_days)
+    return {
+        "offered MiB/s": label,
+        "achieved MiB/s": round(paced["records"] * RECORD_BYTES / MiB / paced["seconds"], 3),
+        "produce p50/p99/p999 ms": _three(paced["produce_latency"]),
+        "e2e p50/p99/p999 ms": _three(paced["e2e"]),
+        "PUTs/s": round(puts / window, 3),
+        "PUTs/GiB": round(puts / gib),
+        "coord MiB/GiB": round((inline + rows_grown) / MiB / gib, 1),
+        "of which inline": round(inline / MiB / gib, 1),
+        "Lakelog $/mo": round(bill.lakelog_usd, 2),
+        "Kafka $/mo": round(bill.classic_usd, 2),
+        "Lakelog/Kafka": round(bill.lakelog_usd / bill.classic_usd, 3)
+        if bill.classic_usd
+        else None,
+        "broker CPU s/GiB": round(cpu.get("broker_cpu_s", 0.0) / gib, 2),
+    }
 
 
 def _metrics(broker: Broker) -> cost.Series:
@@ -148,7 +189,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rates", default=DEFAULT_RATES, help=f"MiB/s list ({DEFAULT_RATES})")
     ap.add_argument("--seconds", type=float, default=30.0, help="seconds per paced rate (30)")
-    ap.add_argument("--max-mib", type=float, default=512.0, help="MiB at max rate (512)")
+    ap.add_argument("--max-mib", type=float, default=2048.0, help="MiB at max rate (2048)")
+    ap.add_argument(
+        "--before",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run max on a broker with the settings from before issue 32 (on)",
+    )
+    ap.add_argument(
+        "--max-repeats", type=int, default=2, help="max points per broker, alternating (2)"
+    )
     ap.add_argument("--partitions", type=int, default=4, help="partitions per topic (4)")
     ap.add_argument(
         "--backend",

@@ -311,11 +311,11 @@ class Settings(BaseSettings):
     produce_commit_interval_ms: int = 250
     """The longest a batch waits in the WAL buffer before its object is sealed."""
     produce_max_puts_per_second: float = 100.0
-    """The most WAL seals a second: the hard cap of the PUT budget, and the pace of inline
-    commits (which cost no PUT). A buffer is sealed early, as soon as no upload is in
-    progress, one budget interval after the last seal; at light load with the small-write
-    path on, each request is committed at once. 0: seal on size and interval only
-    (`produce_commit_interval_ms`)."""
+    """The most WAL objects a second: the hard cap of the PUT budget. A buffer is sealed
+    early, as soon as no upload is in progress, one budget interval after the last seal. A
+    buffer bound for the coordinator (the small-write path) costs no PUT: it is sealed as
+    soon as the broker's previous commit has ended (group commit). 0: seal on size and
+    interval only (`produce_commit_interval_ms`), inline buffers too."""
     produce_put_cost_fraction: float = 0.04
     """The WAL's PUT budget follows throughput: PUTs a second = this fraction x classic
     Kafka's monthly bill per byte/s (cross-zone transfer and 3 replicas on block storage
@@ -326,6 +326,11 @@ class Settings(BaseSettings):
     Kafka's bill, so PUTs at 4% keep the total under a tenth of Kafka's from 10 MiB/s up
     while objects at 50 MiB/s are still sealed every ~21 ms. Lower it to save PUTs, raise
     it for lower latency at moderate load."""
+    produce_fill_horizon_ms: int = 50
+    """A WAL buffer that would reach `produce_buffer_max_bytes` within this long at the
+    current append rate is not sealed early: it waits to be full. Near full speed that
+    costs little latency and saves PUTs and commits (full objects at full speed); 0: the
+    PUT budget alone decides."""
     produce_max_sealed_buffers: int = 4
     """Sealed WAL buffers waiting for their upload, at most; further produce waits for room."""
     produce_upload_retries: int = 3

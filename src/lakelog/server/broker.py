@@ -132,6 +132,7 @@ class Broker:
             commit_retry_ms=settings.produce_commit_retry_ms,
             still_leads=self.still_leads,
             put_budget=put_budget(settings),
+            fill_horizon_ms=settings.produce_fill_horizon_ms,
             inline=self.inline_policy,
         )
         self.server = Server(

@@ -107,18 +107,37 @@ def test_budget_grows_with_rate_while_puts_per_gib_fall(
     assert budget.per_second(high) <= cap
 
 
-def test_seals_are_spaced_by_the_budget_and_inline_ones_by_the_cap() -> None:
+def test_seals_are_spaced_by_the_budget_and_inline_ones_group_committed() -> None:
     policy = SealPolicy(PutBudget(max_per_second=100, min_per_second=4, puts_per_byte=1e-6))
     assert policy.early_at(0.0) is not None and policy.early_at(0.0) < 0  # never sealed yet
     policy.sealed(10.0)
     assert policy.early_at(10.0) == 10.0 + 1 / 4  # no load: the floor
-    assert policy.early_at(10.0, inline=True) == 10.0 + 1 / 100  # a commit, not a PUT
+    assert policy.early_at(10.0, inline=True) == 10.0  # a commit, not a PUT: group commit
     policy.appended(10.0, 10 * MiB)
     # ~20 MiB/s over the half-second bucket: 1e-6 x 20 MiB = ~21 PUTs a second.
     assert policy.early_at(10.0) == pytest.approx(10.0 + 1 / (20 * MiB * 1e-6))
     off = SealPolicy(PutBudget(max_per_second=0, min_per_second=4, puts_per_byte=1))
     assert off.early_at(10.0) is None
     assert off.early_at(10.0, inline=True) is None
+
+
+def test_a_buffer_that_fills_within_the_horizon_is_left_to_fill() -> None:
+    """Near full speed an early seal would save little latency for a PUT and a commit:
+    a buffer that reaches its size within the horizon at the current rate waits."""
+    budget = PutBudget(max_per_second=100, min_per_second=4, puts_per_byte=1e-3)
+    policy = SealPolicy(budget, max_bytes=8 * MiB, fill_horizon_s=0.05)
+    policy.sealed(10.0)
+    policy.appended(10.0, 100 * MiB)  # ~200 MiB/s: 8 MiB in 40 ms
+    assert policy.early_at(10.0, size=1 * MiB) is None  # 7 MiB more in 35 ms: wait
+    assert policy.early_at(10.0, size=1 * MiB, inline=True) == 10.0  # not a PUT
+    slow = SealPolicy(budget, max_bytes=8 * MiB, fill_horizon_s=0.05)
+    slow.sealed(10.0)
+    slow.appended(10.0, 25 * MiB)  # ~50 MiB/s: 7 MiB more in 140 ms: seal early
+    assert slow.early_at(10.0, size=1 * MiB) == pytest.approx(10.0 + 1 / 100)
+    unbounded = SealPolicy(budget, max_bytes=8 * MiB)  # no horizon: the budget decides
+    unbounded.sealed(10.0)
+    unbounded.appended(10.0, 100 * MiB)
+    assert unbounded.early_at(10.0, size=1 * MiB) == pytest.approx(10.0 + 1 / 100)
 
 
 async def test_idle_writer_seals_at_once_not_after_the_interval(

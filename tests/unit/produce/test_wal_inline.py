@@ -12,6 +12,7 @@ from lakelog.coordinator import FindBatchesRequest
 from lakelog.coordinator.interface import BatchCoordinator
 from lakelog.coordinator.log_types import InlineFile
 from lakelog.log.produce.inline_policy import InlinePolicy
+from lakelog.log.produce.seal_policy import PutBudget
 from lakelog.log.produce.wal_writer import CommittedObject
 from lakelog.log.storage.inline_store import InlineAwareStorage
 from lakelog.log.storage.store import ObjectNotFoundError, ObjectStorage
@@ -86,6 +87,66 @@ async def test_big_buffers_busy_brokers_and_full_caps_use_objects(
         assert obj.object_key.startswith("wal/"), name
         assert [o.key for o in await store.list()] == [obj.object_key], name
         await writer.close()
+
+
+class GatedCoordinator:
+    """Holds each commit until the test opens its gate, so the test decides when a commit
+    ends."""
+
+    def __init__(self, inner: BatchCoordinator) -> None:
+        self.inner = inner
+        self.gates: list[asyncio.Event] = []
+        self.sizes: list[int] = []
+
+    async def commit_file(self, key: str, *args: Any, **kwargs: Any) -> Any:
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        self.sizes.append(len(args[3]))  # (broker_id, epoch, size, batches)
+        await gate.wait()
+        return await self.inner.commit_file(key, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_inline_buffers_are_group_committed(coordinator: BatchCoordinator) -> None:
+    """A lone request is committed at once (no budget interval: 1,000 s here), requests
+    that arrive while a commit is pending gather into one buffer, sealed as soon as that
+    commit ends, and only one inline commit is in flight at a time."""
+    gated = GatedCoordinator(coordinator)
+    topic_id = await _topic(coordinator)
+    storage = InlineAwareStorage(ObjectStorage.from_url("memory://"), coordinator)
+    writer = _writer(
+        storage,
+        gated,
+        [],
+        inline=_policy(),
+        commit_interval_ms=1_000_000,
+        max_sealed_buffers=4,
+        put_budget=PutBudget(max_per_second=0.001, min_per_second=0.001),
+    )
+    first = await writer.append([_request(topic_id, 0, b"first")])
+    for _ in range(100):
+        if gated.gates:
+            break
+        await asyncio.sleep(0.01)
+    assert gated.sizes == [1]  # sealed at once, though the budget allows one seal in 1,000 s
+    later = []
+    for i in range(5):
+        later += await writer.append([_request(topic_id, 0, b"later%d" % i)])
+        await asyncio.sleep(0.01)
+    assert len(gated.gates) == 1  # they wait for the pending commit
+    gated.gates[0].set()
+    assert (await first[0]).error == ErrorCode.none
+    for _ in range(100):
+        if len(gated.gates) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert gated.sizes == [1, 5]  # all five in the next commit, sealed when the first ended
+    gated.gates[1].set()
+    results = await asyncio.gather(*later)
+    assert [r.base_offset for r in results] == [1, 2, 3, 4, 5]
+    await writer.close()
 
 
 async def test_lost_answer_of_an_inline_commit_is_recovered(

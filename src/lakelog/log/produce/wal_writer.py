@@ -102,6 +102,7 @@ class WalWriter:
         still_leads: Callable[[UUID, int, str | None], Awaitable[bool]] | None = None,
         put_budget: PutBudget | None = None,
         inline: InlinePolicy | None = None,
+        fill_horizon_ms: int = 0,
     ) -> None:
         self._storage = storage
         self._coordinator = coordinator
@@ -125,7 +126,11 @@ class WalWriter:
         self._deletes: set[asyncio.Task[None]] = set()
         self._previous_commit: asyncio.Future[None] | None = None
         self._closed = False
-        self._policy = SealPolicy(put_budget or PutBudget(0.0))
+        self._policy = SealPolicy(
+            put_budget or PutBudget(0.0),
+            max_bytes=max_buffer_bytes,
+            fill_horizon_s=fill_horizon_ms / 1000,
+        )
         """No budget: no early sealing (size and interval only)."""
         self.inline = inline
         """None: every buffer is uploaded (the small-write path is off)."""
@@ -194,7 +199,9 @@ class WalWriter:
         if self._early is not None or not self._early_possible():
             return
         loop = asyncio.get_running_loop()
-        at = self._policy.early_at(loop.time(), inline=self._inline_likely())
+        at = self._policy.early_at(
+            loop.time(), inline=self._inline_likely(), size=self._active.size
+        )
         if at is None:
             return
         if at <= loop.time():
@@ -203,16 +210,18 @@ class WalWriter:
             self._early = loop.call_at(at, self._seal_early)
 
     def _early_possible(self) -> bool:
-        return (
-            bool(self._active.entries) and self._uploading == 0 and self._sealed < self._max_sealed
-        )
+        if not self._active.entries or self._uploading or self._sealed >= self._max_sealed:
+            return False
+        # Group commit: a buffer bound for the coordinator waits until the commit before it
+        # has ended, and gathers what arrives meanwhile; then it goes at once.
+        return not (self._sealed and self._inline_likely())
 
     def _seal_early(self) -> None:
         self._early = None
         if not self._early_possible():
             return
         now = asyncio.get_running_loop().time()
-        at = self._policy.early_at(now, inline=self._inline_likely())
+        at = self._policy.early_at(now, inline=self._inline_likely(), size=self._active.size)
         if at is not None and at <= now:
             self._seal("early")
         else:
@@ -484,7 +493,7 @@ class WalWriter:
 
     def _inline_likely(self) -> bool:
         """Would the active buffer, sealed now, go inline? Then sealing it costs a commit,
-        not a PUT, and the budget's cap alone paces it."""
+        not a PUT, and it is sealed once no commit is pending (group commit)."""
         return self._goes_inline(self._active.size)
 
     def _goes_inline(self, size: int) -> bool:
