@@ -51,6 +51,22 @@ async def test_inline_commit_stores_bytes_with_the_rows(coordinator: BatchCoordi
     assert await coordinator.inline_file(inline_key()) is None
 
 
+async def test_many_inline_files_read_in_one_call(coordinator: BatchCoordinator) -> None:
+    """The mover's read: every known key's bytes (past one statement's worth of keys),
+    unknown keys left out."""
+    t = await new_topic(coordinator)
+    keys = []
+    for i in range(600):
+        key = inline_key()
+        await commit_inline(coordinator, key, bytes([i % 256]) * 10, [batch(t, size=10)])
+        keys.append(key)
+    unknown = inline_key()
+    found = await coordinator.inline_files_data([*keys, unknown])
+    assert set(found) == set(keys)
+    assert all(found[k] == bytes([i % 256]) * 10 for i, k in enumerate(keys))
+    assert await coordinator.inline_files_data([]) == {}
+
+
 async def test_a_second_commit_of_a_key_leaves_the_first_bytes(
     coordinator: BatchCoordinator,
 ) -> None:

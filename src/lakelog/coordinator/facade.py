@@ -187,6 +187,9 @@ class SqlBatchCoordinator(BatchCoordinator):
     async def inline_file(self, object_key: str) -> bytes | None:
         return await self._run("inline_file", False, inline.read, object_key)
 
+    async def inline_files_data(self, object_keys: Sequence[str]) -> dict[str, bytes]:
+        return await self._run("inline_files_data", False, inline.read_many, list(object_keys))
+
     async def inline_usage(self, broker_id: int) -> InlineUsage:
         return await self._run("inline_usage", False, inline.usage, broker_id)
 

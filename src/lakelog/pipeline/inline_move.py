@@ -52,11 +52,8 @@ async def move_inline_files(
     rows = await coordinator.file_batches(list(keys))
     if not rows:
         return MoveOutcome(None, len(keys), 0, False)
-    data: dict[str, memoryview] = {}
-    for key in sorted({r.object_key for r in rows}):
-        got = await coordinator.inline_file(key)
-        if got is not None:
-            data[key] = memoryview(got)
+    found = await coordinator.inline_files_data(sorted({r.object_key for r in rows}))
+    data = {key: memoryview(got) for key, got in found.items()}
     rows = [r for r in rows if r.object_key in data]  # deleted meanwhile: not ours to move
     if not rows:
         return MoveOutcome(None, len(keys), 0, False)

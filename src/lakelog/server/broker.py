@@ -424,7 +424,9 @@ class Broker:
             loop.create_task(CompactionLoop(self).run(), name="compaction"),
             loop.create_task(TableStatusLoop(self).run(), name="table-status"),
             # Always, even with the path off here: it finishes other brokers' moves.
-            loop.create_task(InlineMover(self).run(), name="inline-mover"),
+            loop.create_task(
+                InlineMover(self, append_rate=self.wal.append_rate).run(), name="inline-mover"
+            ),
             loop.create_task(TransactionTimeouts(self).run(), name="txn-timeouts"),
             loop.create_task(watch_loop_lag(), name="loop-lag"),
             loop.create_task(self.dynamic_configs.run(), name="dynamic-configs"),

@@ -218,6 +218,64 @@ async def test_a_move_racing_another_leaves_one_object_live(
     await writer.close()
 
 
+class _MoverHost:
+    """What the inline mover reads of a broker."""
+
+    def __init__(self, coordinator: BatchCoordinator, storage: ObjectStorage) -> None:
+        from lakelog.config import Settings
+
+        self.coordinator = coordinator
+        self.storage = storage
+        self.broker_id = 0
+        self.inline_policy = None
+        self.settings = Settings(produce_inline_move_age_ms=1, produce_inline_move_bytes=1)
+
+
+async def test_a_busy_broker_moves_its_inline_files_a_piece_at_a_time(
+    coordinator: BatchCoordinator,
+) -> None:
+    """At light load one pass moves everything due into one object; once the broker writes
+    faster than the inline threshold, each pass moves at most BUSY_MOVE_BYTES, so no swap
+    holds the coordinator long."""
+    from lakelog.server.background.inline_mover import BUSY_MOVE_BYTES, InlineMover
+
+    store = ObjectStorage.from_url("memory://")
+    storage = InlineAwareStorage(store, coordinator)
+    topic_id = await _topic(coordinator)
+    writer = _writer(
+        storage,
+        coordinator,
+        [],
+        inline=_policy(
+            max_bytes=1 << 20, below_rate=1 << 40, broker_max_bytes=1 << 30, total_max_bytes=1 << 30
+        ),
+    )
+    for _ in range(8):  # eight inline files of ~100 KiB: three to four busy pieces
+        await asyncio.gather(*await writer.append([_request(topic_id, 0, bytes(100_000))]))
+    assert len(await coordinator.inline_files()) == 8
+    host = _MoverHost(coordinator, storage)
+    rate = 10.0 * (1 << 30)
+    busy = InlineMover(host, append_rate=lambda: rate)  # type: ignore[arg-type]
+    moved = await busy.run_once()
+    assert 0 < moved * 100_000 <= BUSY_MOVE_BYTES
+    assert len(await store.list()) == 1
+    passes = 1
+    while await coordinator.inline_files():
+        assert await busy.run_once() * 100_000 <= BUSY_MOVE_BYTES
+        passes += 1
+        assert passes < 10
+    assert passes >= 3
+    for _ in range(8):
+        await asyncio.gather(*await writer.append([_request(topic_id, 0, bytes(100_000))]))
+    calm = InlineMover(host)  # type: ignore[arg-type]
+    before = len(await store.list())
+    assert await calm.run_once() == 8
+    assert len(await store.list()) == before + 1  # all in one object
+    [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, 0, 0, 1 << 30)])
+    assert [c.base_offset for c in found.batches] == list(range(16))
+    await writer.close()
+
+
 def test_due_files_by_size_age_and_owner() -> None:
     now = 1_000_000
 

@@ -25,6 +25,24 @@ async def read(s: Session, object_key: str) -> bytes | None:
     return None if row is None else bytes(row[0])
 
 
+READ_MANY_CHUNK = 500
+"""Keys per statement: well under SQLite's limit on bound parameters."""
+
+
+async def read_many(s: Session, object_keys: list[str]) -> dict[str, bytes]:
+    """The bytes of several inline files, in one transaction (missing keys left out)."""
+    found: dict[str, bytes] = {}
+    for start in range(0, len(object_keys), READ_MANY_CHUNK):
+        chunk = object_keys[start : start + READ_MANY_CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        rows = await s.fetchall(
+            f"SELECT object_key, data FROM inline_files WHERE object_key IN ({marks})", chunk
+        )
+        for key, data in rows:
+            found[str(key)] = bytes(data)
+    return found
+
+
 async def usage(s: Session, broker_id: int) -> InlineUsage:
     """Inline bytes held for one broker and in all, from the files' sizes (an index range
     over `files.object_key`, no blob is read)."""

@@ -192,6 +192,10 @@ class WalWriter:
         self._consider_early()
         return futures
 
+    def append_rate(self) -> float:
+        """Bytes appended per second over about the last second."""
+        return self._policy.rate.per_second(asyncio.get_running_loop().time())
+
     def _consider_early(self) -> None:
         """Arrange an early seal of the active buffer when the PUT budget allows one (see
         `seal_policy`); never at once: requests read in the same turn of the event loop
