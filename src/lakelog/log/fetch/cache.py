@@ -4,6 +4,11 @@ Filled at produce time with the bytes just committed, one entry per batch (the r
 own buffer: no copy), so tailing consumers never read object storage; filled on misses
 with what was read, one entry per coordinate. A coordinate whose row holds a run of
 batches is found as the chain of entries that tiles its byte range (`get_range`).
+
+Entries are also indexed by object, so forgetting a deleted object costs its own entries,
+not a scan of the cache: the file cleaner discards up to a thousand objects a round (the
+inline files one move emptied), and a scan of tens of thousands of entries for each held
+the event loop for a quarter of a second at 50 MiB/s.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ class BatchCache:
         self._max_bytes = max_bytes
         self._items: OrderedDict[Key, memoryview | bytes] = OrderedDict()
         self._bytes = 0
+        self._by_object: dict[str, set[int]] = {}
+        """Byte offsets cached per object key."""
 
     @property
     def size(self) -> int:
@@ -58,13 +65,22 @@ class BatchCache:
         if old is not None:
             self._bytes -= len(old)
         self._items[key] = data
+        self._by_object.setdefault(key[0], set()).add(key[1])
         self._bytes += len(data)
         while self._bytes > self._max_bytes:
-            _, evicted = self._items.popitem(last=False)
+            evicted_key, evicted = self._items.popitem(last=False)
             self._bytes -= len(evicted)
+            self._unindex(evicted_key)
         metrics.cache_bytes.set(self._bytes)
 
     def discard_object(self, object_key: str) -> None:
-        for key in [k for k in self._items if k[0] == object_key]:
-            self._bytes -= len(self._items.pop(key))
+        for offset in self._by_object.pop(object_key, ()):
+            self._bytes -= len(self._items.pop((object_key, offset)))
         metrics.cache_bytes.set(self._bytes)
+
+    def _unindex(self, key: Key) -> None:
+        offsets = self._by_object.get(key[0])
+        if offsets is not None:
+            offsets.discard(key[1])
+            if not offsets:
+                del self._by_object[key[0]]
