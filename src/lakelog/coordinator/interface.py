@@ -208,16 +208,11 @@ class BatchCoordinator(abc.ABC):
     async def inline_file(self, object_key: str) -> bytes | None:
         """The bytes of an inline file (None: unknown, or deleted)."""
 
+    @abc.abstractmethod
     async def inline_files_data(self, object_keys: Sequence[str]) -> dict[str, bytes]:
         """The bytes of several inline files at once (unknown or deleted ones left out):
         the mover reads hundreds, and one transaction keeps it from queueing a database
         round trip per file among the commits."""
-        found = {}
-        for key in object_keys:
-            data = await self.inline_file(key)
-            if data is not None:
-                found[key] = data
-        return found
 
     @abc.abstractmethod
     async def inline_usage(self, broker_id: int) -> log_types.InlineUsage:
