@@ -40,6 +40,7 @@ from lakelog.coordinator.log_types import (
     ListOffsetsResult,
     LogInfo,
     PartitionKey,
+    PlainOwnerKey,
     RetentionPolicy,
     RetentionResult,
 )
@@ -68,6 +69,7 @@ from lakelog.coordinator.ops import (
     offset_commits,
     offsets_topic,
     pipeline_runs,
+    plain_owners,
     produce,
     read,
     schema_registry,
@@ -369,6 +371,13 @@ class SqlBatchCoordinator(BatchCoordinator):
             file_size,
             batches,
             inline,
+        )
+
+    async def claim_plain_partitions(
+        self, broker_id: int, broker_epoch: int, keys: Sequence[PlainOwnerKey]
+    ) -> list[int | None]:
+        return await self._run(
+            "claim_plain_partitions", True, plain_owners.claim, broker_id, broker_epoch, keys
         )
 
     async def commit_outcome(self, object_key: str) -> CommitOutcome | None:

@@ -147,7 +147,22 @@ class BatchCoordinator(abc.ABC):
         STALE_BROKER_EPOCH. A byte range outside the object, record_count < 1 or
         byte_size < 1: CORRUPT_MESSAGE. An object key the coordinator already knows: every
         batch INVALID_REQUEST and nothing changes. A partition a mirror holds (any state but
-        STOPPED): mirror_types.READ_ONLY_ERROR, as only commit_mirror writes there."""
+        STOPPED): mirror_types.READ_ONLY_ERROR, as only commit_mirror writes there. A batch
+        with an `owner_epoch` that is no longer the current claim on its partition and
+        zone (`claim_plain_partitions`): log_types.NOT_PLAIN_OWNER, checked under the
+        partition locks."""
+
+    @abc.abstractmethod
+    async def claim_plain_partitions(
+        self, broker_id: int, broker_epoch: int, keys: Sequence[log_types.PlainOwnerKey]
+    ) -> list[int | None]:
+        """Make this broker the one that commits plain producers' batches (producer_id -1)
+        for each partition and client zone: the epoch of its claim per key, the one it
+        already holds or a new one (never handed out before) that takes over another
+        broker's. commit_file refuses batches carrying an epoch that is no longer current,
+        so two brokers that both think they lead a partition cannot commit one client's
+        records out of order. None for an unknown topic or partition, and for every key
+        when broker_epoch >= 0 is not the broker's registered epoch."""
 
     @abc.abstractmethod
     async def commit_outcome(self, object_key: str) -> CommitOutcome | None:

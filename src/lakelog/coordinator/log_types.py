@@ -51,12 +51,32 @@ class CommitBatch:
     producer_epoch: int = -1
     base_sequence: int = NO_SEQUENCE
     is_transactional: bool = False
+    owner_zone: str | None = None
+    owner_epoch: int | None = None
+    """A plain producer's batch: the claim (`claim_plain_partitions`) it was accepted under,
+    for the partition and the client's zone. The commit refuses it with NOT_PLAIN_OWNER
+    once another broker has claimed them since. None: no check."""
 
     @property
     def last_sequence(self) -> int:
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
         return (self.base_sequence + self.record_count - 1) % (2**31)
+
+
+NOT_PLAIN_OWNER = ErrorCode.not_leader_or_follower
+"""commit_file's answer for a plain producer's batch whose claim another broker has taken
+over. Never sent as such: a client re-queues NOT_LEADER_OR_FOLLOWER without counting a
+retry, behind what it sent the new owner, so the broker answers KAFKA_STORAGE_ERROR."""
+
+
+class PlainOwnerKey(NamedTuple):
+    """What a plain-write claim covers: a partition for the clients of one zone (None: the
+    clients that name none), as the brokers serving that zone share it out."""
+
+    topic_id: UUID
+    partition: int
+    zone: str | None
 
 
 class CommitBatchResult(NamedTuple):

@@ -22,6 +22,7 @@ from lakelog.log.fetch.cache import BatchCache
 from lakelog.log.fetch.reader import BatchReader
 from lakelog.log.fetch.waiter import CommitWaiter
 from lakelog.log.produce.inline_policy import InlinePolicy
+from lakelog.log.produce.plain_claims import PlainClaims
 from lakelog.log.produce.wal_writer import CommittedObject, WalWriter
 from lakelog.log.storage.inline_store import InlineAwareStorage
 from lakelog.log.storage.store import ObjectStorage
@@ -134,6 +135,12 @@ class Broker:
             put_budget=put_budget(settings),
             fill_horizon_ms=settings.produce_fill_horizon_ms,
             inline=self.inline_policy,
+            claims=PlainClaims(
+                self.coordinator,
+                broker_id=self.broker_id,
+                broker_epoch=lambda: self.broker_epoch,
+                still_leads=self.still_leads,
+            ),
         )
         self.server = Server(
             Dispatcher(self),

@@ -141,7 +141,8 @@ wal_abandoned_batches_total = Counter(
 )
 wal_moved_batches_total = Counter(
     "lakelog_wal_moved_batches",
-    "Plain producers' batches refused at commit: another broker leads their partition by now",
+    "Plain producers' batches refused: another broker leads their partition (this broker's"
+    " view) or has claimed it since they were accepted",
     registry=REGISTRY,
 )
 wal_stale_epoch_batches_total = Counter(

@@ -12,7 +12,11 @@ SQLite's one writer (BEGIN IMMEDIATE) serializes commits whole.
 Round trips (PostgreSQL pipeline mode): the key claim, the epoch and the loads are sent
 before any answer is read; the shared planner (`commit_plan`) then decides in Python while
 the batch rows (one per run of batches) already go out a slice of 100 batches at a time;
-the other writes travel unawaited with the COMMIT."""
+the other writes travel unawaited with the COMMIT.
+
+A plain producer's batch accepted under a plain-write claim (`plain_owners`) is refused
+when another broker has claimed its partition since: the claims are read after the
+partition locks, in the same round trip."""
 
 from __future__ import annotations
 
@@ -28,9 +32,9 @@ from lakelog.coordinator.commit_plan import (
 )
 from lakelog.coordinator.engine import Pending, Session
 from lakelog.coordinator.idempotence import ProducerBatch
-from lakelog.coordinator.log_types import CommitBatch, CommitBatchResult
+from lakelog.coordinator.log_types import NOT_PLAIN_OWNER, CommitBatch, CommitBatchResult
 from lakelog.coordinator.mirror_rules import refuse_read_only
-from lakelog.coordinator.ops import inline, objects
+from lakelog.coordinator.ops import inline, objects, plain_owners
 from lakelog.coordinator.ops.mirror_commit import read_only
 from lakelog.coordinator.ops.rows import (
     TIME_MARK_TYPES,
@@ -93,6 +97,11 @@ async def commit_file(
     want = wanted(batches, file_size)
     partitions = await send_partitions(s, want.partitions, lock=True)
     histories = await _send_histories(s, want)
+    claims = (
+        await plain_owners.send_check(s, batches)
+        if any(b.owner_epoch is not None for b in batches)
+        else None
+    )
 
     file_row = await claimed.fetchone()
     if file_row is None:
@@ -113,6 +122,7 @@ async def commit_file(
         for (topic, p), row in (await partitions_of(s, partitions)).items()
     }
     await _read_histories(plan, histories)
+    stale = await plain_owners.stale_indexes(batches, claims)
     if objects.fenced(epoch_row, broker_epoch):
         results = [CommitBatchResult(ErrorCode.stale_broker_epoch)] * len(batches)
     else:
@@ -120,7 +130,7 @@ async def commit_file(
         # transaction takes too, so a batch lands before its marker or is refused.
         plan.txns = await load_ongoing(s, (b.producer_id for b in batches if b.is_transactional))
         refused = await read_only(s, plan.partitions)
-        results = await _plan_and_insert(s, plan, batches, file_size)
+        results = await _plan_and_insert_owned(s, plan, batches, file_size, stale)
         results = refuse_read_only(batches, results, refused)
     await _write(s, plan)
     await record_first_offsets(s, plan.txn_firsts)
@@ -159,6 +169,25 @@ async def _read_histories(plan: CommitPlan, sent: Pending | None) -> None:
         if history is None:
             history = histories[key] = []
         history.append(ProducerBatch(*row[3:]))
+
+
+_NOT_OWNER = CommitBatchResult(NOT_PLAIN_OWNER)
+
+
+async def _plan_and_insert_owned(
+    s: Session,
+    plan: CommitPlan,
+    batches: Sequence[CommitBatch],
+    file_size: int,
+    stale: set[int],
+) -> list[CommitBatchResult]:
+    """`_plan_and_insert` for the batches whose plain-write claim still holds; the others
+    (`stale`) are refused with NOT_PLAIN_OWNER and never planned."""
+    if not stale:
+        return await _plan_and_insert(s, plan, batches, file_size)
+    kept = [b for i, b in enumerate(batches) if i not in stale]
+    planned = iter(await _plan_and_insert(s, plan, kept, file_size))
+    return [_NOT_OWNER if i in stale else next(planned) for i in range(len(batches))]
 
 
 async def _plan_and_insert(

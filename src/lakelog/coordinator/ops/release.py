@@ -107,7 +107,14 @@ async def drop_topic(s: Session, freed: FreedBytes, topic_id: int) -> None:
     )
     for file_id, size in per_file:
         freed.add(file_id, int(size))
-    tables = ("batches", "time_index", "producer_state", "aborted_txns", "txn_partitions")
+    tables = (
+        "batches",
+        "time_index",
+        "producer_state",
+        "aborted_txns",
+        "txn_partitions",
+        "plain_owners",
+    )
     for table in (*tables, "partitions"):
         await s.execute(f"DELETE FROM {table} WHERE topic_id = ?", (topic_id,))
     await s.execute("DELETE FROM topics WHERE id = ?", (topic_id,))

@@ -18,7 +18,11 @@ from lakelog.coordinator.postgres.arrays import int4s, int8_rows, int8s, uuids
 
 Conn = AsyncConnection[Any]
 
-_SEQUENCES = {"producer_id": "producer_ids", "broker_epoch": "broker_epochs"}
+_SEQUENCES = {
+    "producer_id": "producer_ids",
+    "broker_epoch": "broker_epochs",
+    "plain_owner_epoch": "plain_owner_epochs",
+}
 
 _converted: dict[str, str] = {}
 

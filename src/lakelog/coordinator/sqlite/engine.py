@@ -84,9 +84,9 @@ MAX_VALUES_PARAMETERS = 8_000
 
 SQLITE = SqliteDialect()
 
-_COUNTERS = {"producer_id": 0, "broker_epoch": 1}
+_COUNTERS = {"producer_id": 0, "broker_epoch": 1, "plain_owner_epoch": 1}
 """Counter name and what the stored value is offset by (the row holds the next producer
-id, and the last broker epoch handed out)."""
+id, and the last broker epoch or plain-write claim epoch handed out)."""
 
 
 _inserts: dict[tuple[str, tuple[str, ...]], str] = {}

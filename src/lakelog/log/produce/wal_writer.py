@@ -17,6 +17,11 @@ With an `InlinePolicy` (issue 32), a small buffer sealed while the broker's appe
 low is not uploaded: its bytes go to the coordinator with the commit (an inline file,
 `inline/<uuid7>`), in the same transaction, so the acknowledgement means what it always
 does. The broker's `InlineMover` later moves inline files into ordinary objects.
+
+With `PlainClaims`, a plain producer's batch is accepted only under this broker's claim on
+its partition and zone, and its commit is refused if another broker has claimed since
+(`plain_claims`): the ordering a plain producer gets across a partition moving between
+live brokers.
 """
 
 from __future__ import annotations
@@ -31,8 +36,14 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from lakelog.coordinator.interface import BatchCoordinator
-from lakelog.coordinator.log_types import CommitBatch, CommitBatchResult, TimestampType
+from lakelog.coordinator.log_types import (
+    NOT_PLAIN_OWNER,
+    CommitBatch,
+    CommitBatchResult,
+    TimestampType,
+)
 from lakelog.log.produce.inline_policy import InlinePolicy
+from lakelog.log.produce.plain_claims import PlainClaims
 from lakelog.log.produce.seal_policy import PutBudget, SealPolicy
 from lakelog.log.protocol.records import BatchHeader
 from lakelog.log.storage.keys import new_inline_key, new_wal_key
@@ -64,6 +75,8 @@ class AppendRequest:
     """Set for a plain producer's batch (no sequence to order it by): the client's zone, so
     the commit can check this broker still leads the partition for that zone."""
     check_owner: bool = False
+    owner_epoch: int | None = None
+    """The plain-write claim it was accepted under (`PlainClaims`); None: unchecked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +116,7 @@ class WalWriter:
         put_budget: PutBudget | None = None,
         inline: InlinePolicy | None = None,
         fill_horizon_ms: int = 0,
+        claims: PlainClaims | None = None,
     ) -> None:
         self._storage = storage
         self._coordinator = coordinator
@@ -116,6 +130,7 @@ class WalWriter:
         self._commit_delay_s = commit_delay_ms / 1000
         self._commit_retry_s = commit_retry_ms / 1000
         self._still_leads = still_leads
+        self._claims = claims
         self._active = _Buffer()
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -155,6 +170,9 @@ class WalWriter:
         await, so a cancelled request can never strand other requests' batches."""
         if self._closed:
             raise RuntimeError("WAL writer is closed")
+        claimed: Sequence[AppendRequest | None] = requests
+        if self._claims is not None and any(r.check_owner for r in requests):
+            claimed = await self._claims.claim(requests)
         if self._queue or self._sealed >= self._max_sealed:
             await self._wait_for_room()
         loop = asyncio.get_running_loop()
@@ -174,7 +192,15 @@ class WalWriter:
         # speed every object is full (it passes the size by at most one batch) and a
         # request's batches may span two objects, committed in order.
         futures = []
-        for request in requests:
+        for request in claimed:
+            if request is None:
+                # A plain producer's batch for a partition this broker does not lead (or
+                # could not claim): refused as a counted retry, as at commit time.
+                future = loop.create_future()
+                future.set_result(CommitBatchResult(RETRIABLE_FAILURE))
+                futures.append(future)
+                metrics.wal_moved_batches_total.inc()
+                continue
             buffer = self._active
             if not buffer.entries:
                 buffer.epoch = epoch
@@ -373,6 +399,8 @@ class WalWriter:
             # client may already have sent later records there, and nothing (no sequence)
             # would keep this batch ahead of them. Refused as a counted retry.
             for i in moved:
+                if self._claims is not None:
+                    self._claims.forget(buffer.entries[i])
                 if not buffer.futures[i].done():
                     buffer.futures[i].set_result(CommitBatchResult(ErrorCode.kafka_storage_error))
             metrics.wal_moved_batches_total.inc(len(moved))
@@ -398,6 +426,8 @@ class WalWriter:
                 producer_epoch=r.header.producer_epoch,
                 base_sequence=r.header.base_sequence,
                 is_transactional=r.header.is_transactional,
+                owner_zone=r.owner_zone,
+                owner_epoch=r.owner_epoch,
             )
             for r, (offset, length) in zip(buffer.entries, placements, strict=True)
         ]
@@ -411,6 +441,7 @@ class WalWriter:
             self._fail(buffer)
             return
         results = [result for _, result in sorted(zip(order, in_order, strict=True))]
+        results = self._taken_over(buffer, results)
         if inline_data is None:
             metrics.wal_objects_total.inc()
         else:
@@ -433,6 +464,24 @@ class WalWriter:
         for future, result in zip(buffer.futures, results, strict=True):
             if not future.done():
                 future.set_result(result)
+
+    def _taken_over(
+        self, buffer: _Buffer, results: list[CommitBatchResult]
+    ) -> list[CommitBatchResult]:
+        """Plain batches whose claim another broker took before this commit: refused as a
+        counted retry (KAFKA_STORAGE_ERROR, never NOT_LEADER: see `NOT_PLAIN_OWNER`), and
+        the claim forgotten so the next batch claims again."""
+        if not any(r.error == NOT_PLAIN_OWNER for r in results):
+            return results
+        out = []
+        for request, result in zip(buffer.entries, results, strict=True):
+            if result.error == NOT_PLAIN_OWNER:
+                if self._claims is not None:
+                    self._claims.forget(request)
+                metrics.wal_moved_batches_total.inc()
+                result = CommitBatchResult(RETRIABLE_FAILURE)
+            out.append(result)
+        return out
 
     async def _moved_away(self, buffer: _Buffer) -> list[int]:
         """Indexes of plain producers' batches whose partition this broker no longer leads."""
