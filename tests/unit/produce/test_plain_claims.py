@@ -7,6 +7,8 @@ Two WAL writers on one real SQLite coordinator; a gate on A's commits is the onl
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
@@ -77,6 +79,23 @@ def _plain(topic_id: UUID, partition: int, value: bytes, zone: str | None = "z1"
     )
 
 
+@contextlib.asynccontextmanager
+async def _two_brokers(
+    coordinator: BatchCoordinator,
+) -> AsyncIterator[tuple[GatedCoordinator, WalWriter, WalWriter]]:
+    """Brokers A (its commits held while the gate is clear, as it starts) and B, both
+    believing they lead everything."""
+    gated = GatedCoordinator(coordinator)
+    gated.gate.clear()
+    a, b = _broker(gated, 1), _broker(coordinator, 2)
+    try:
+        yield gated, a, b
+    finally:
+        gated.gate.set()
+        await a.close()
+        await b.close()
+
+
 async def _values(coordinator: BatchCoordinator, topic_id: UUID, partition: int) -> list[int]:
     [found] = await coordinator.find_batches([FindBatchesRequest(topic_id, partition, 0, 1 << 20)])
     return [b.base_offset for b in found.batches]
@@ -86,10 +105,7 @@ async def test_a_held_plain_batch_is_refused_once_another_broker_claims_its_part
     coordinator: BatchCoordinator,
 ) -> None:
     topic_id = await _topic(coordinator)
-    gated = GatedCoordinator(coordinator)
-    a, b = _broker(gated, 1), _broker(coordinator, 2)
-    try:
-        gated.gate.clear()
+    async with _two_brokers(coordinator) as (gated, a, b):
         [first] = await a.append([_plain(topic_id, 0, b"first")])
         await asyncio.wait_for(gated.entered.wait(), 10)  # A is committing, slowly
         [second] = await b.append([_plain(topic_id, 0, b"second")])
@@ -103,20 +119,13 @@ async def test_a_held_plain_batch_is_refused_once_another_broker_claims_its_part
         # ...and B's old claim is now refused in turn.
         [fourth] = await b.append([_plain(topic_id, 0, b"fourth")])
         assert (await asyncio.wait_for(fourth, 10)).error == ErrorCode.kafka_storage_error
-    finally:
-        gated.gate.set()
-        await a.close()
-        await b.close()
 
 
 async def test_idempotent_batches_and_other_zones_are_not_touched_by_a_claim(
     coordinator: BatchCoordinator,
 ) -> None:
     topic_id = await _topic(coordinator)
-    gated = GatedCoordinator(coordinator)
-    a, b = _broker(gated, 1), _broker(coordinator, 2)
-    try:
-        gated.gate.clear()
+    async with _two_brokers(coordinator) as (gated, a, b):
         held = await a.append(
             [
                 _plain(topic_id, 0, b"z1"),
@@ -131,10 +140,6 @@ async def test_idempotent_batches_and_other_zones_are_not_touched_by_a_claim(
         z1, z2, idem = await asyncio.wait_for(asyncio.gather(*held), 10)
         assert z1.error == ErrorCode.kafka_storage_error
         assert (z2.error, idem.error) == (ErrorCode.none, ErrorCode.none)
-    finally:
-        gated.gate.set()
-        await a.close()
-        await b.close()
 
 
 async def test_a_broker_that_does_not_lead_refuses_without_claiming(
