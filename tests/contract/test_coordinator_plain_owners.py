@@ -42,6 +42,14 @@ async def test_a_claim_is_kept_by_its_holder_and_taken_over_by_another(
     assert other_zone is not None
     assert await coordinator.claim_plain_partitions(1, -1, [keys[1]]) == [first[1]]
     assert await coordinator.claim_plain_partitions(1, -1, [PlainOwnerKey(t, 0, "")]) == [back]
+    # A zone's key is its first ZONE_KEY_CHARS characters: a row stays small.
+    long_zone = "z" * plain_owners.ZONE_KEY_CHARS
+    [cut] = await coordinator.claim_plain_partitions(1, -1, [PlainOwnerKey(t, 0, long_zone)])
+    assert await coordinator.claim_plain_partitions(
+        1, -1, [PlainOwnerKey(t, 0, long_zone + "-and-more" * 1000)]
+    ) == [cut]
+    [ok] = await commit(coordinator, [claimed(batch(t, 0), cut, long_zone + "x" * 5000)])
+    assert ok.error == ErrorCode.none
 
 
 async def test_unknown_partitions_and_fenced_brokers_claim_nothing(

@@ -28,6 +28,10 @@ MAX_ROWS = 200_000
 so only a cluster far larger than this project is sized for, or a client inventing zones,
 reaches it)."""
 
+ZONE_KEY_CHARS = 64
+"""A zone is a client's word (`client.id`): its key is cut to this length so a row stays
+small. Two zones that share a key only take the claim from each other more often."""
+
 _CLAIM_KEY = (("topic_uuid", "uuid"), ("partition", "int"), ("zone", "text"))
 _CHECK_KEY = (*_CLAIM_KEY, ("epoch", "bigint"))
 
@@ -48,7 +52,7 @@ async def claim(
         if row is None or int(row[0]) != broker_epoch:
             return [None] * len(keys)
     d = s.dialect
-    unique = list(dict.fromkeys((k.topic_id, k.partition, k.zone or "") for k in keys))
+    unique = list(dict.fromkeys((k.topic_id, k.partition, _zone(k.zone)) for k in keys))
     keyset, params = d.keyset(
         "k", _CLAIM_KEY, [(d.uuid(t), p, z) for t, p, z in unique], ordinality="i"
     )
@@ -78,7 +82,11 @@ async def claim(
         )
     if taken:
         await _prune(s)
-    return [epochs.get((k.topic_id, k.partition, k.zone or "")) for k in keys]
+    return [epochs.get((k.topic_id, k.partition, _zone(k.zone))) for k in keys]
+
+
+def _zone(zone: str | None) -> str:
+    return (zone or "")[:ZONE_KEY_CHARS]
 
 
 async def _prune(s: Session) -> None:
@@ -95,7 +103,7 @@ async def send_check(s: Session, batches: Sequence[CommitBatch]) -> tuple[list[C
     first: that commit waits for the locks. Call only when some batch has a claim."""
     claims = list(
         dict.fromkeys(
-            (b.topic_id, b.partition, b.owner_zone or "", b.owner_epoch)
+            (b.topic_id, b.partition, _zone(b.owner_zone), b.owner_epoch)
             for b in batches
             if b.owner_epoch is not None
         )
@@ -126,5 +134,5 @@ async def stale_indexes(
         i
         for i, b in enumerate(batches)
         if b.owner_epoch is not None
-        and (b.topic_id, b.partition, b.owner_zone or "", b.owner_epoch) not in current
+        and (b.topic_id, b.partition, _zone(b.owner_zone), b.owner_epoch) not in current
     }
