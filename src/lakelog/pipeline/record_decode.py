@@ -123,6 +123,10 @@ def decode_batch(
             pos += 1  # attributes: unused in v2
             ts_delta, pos = varint(body, pos)
             offset_delta, pos = varint(body, pos)
+            if offset_delta < 0:
+                # Before the batch's base offset: a damaged record (the columnar reader
+                # drops it as outside the window; no Kafka writer makes one).
+                raise RecordDecodeError("negative offset delta")
             key, pos = _field(body, pos)
             value, pos = _field(body, pos)
             header_count, pos = varint(body, pos)
